@@ -1,0 +1,3 @@
+"""gpu-admission: policy-as-code admission for Kubernetes GPU workloads."""
+
+__version__ = "0.1.0"
