@@ -1,0 +1,28 @@
+"""Small helpers that keep check messages short, safe and consistent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fnmatch import fnmatchcase
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """A user-supplied value fit for one line of a message: printable, bounded."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def listing(items: Iterable[str], limit: int = 3) -> str:
+    """`a, b and 3 more`: messages stay short however large the cluster."""
+    items = list(items)
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+
+
+def matches_any(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatchcase(name, p) for p in patterns)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

@@ -1,0 +1,191 @@
+"""gpu-memory-fit: the declared peak GPU memory fits every device the pod can land on.
+
+The `Ngb` in a MIG profile name is nominal (`1g.10gb` exposes 9856 MiB on an A100), so
+the peak is compared MiB to MiB with what nodes advertise (GFD labels), else with the
+MIG catalog, never with the name. A time-sliced or MPS replica counts on 1/replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from typing import Literal
+
+from webhook import mig_catalog
+from webhook.checks import Check, CheckParams, Violation
+from webhook.checks._text import listing, matches_any, shown
+from webhook.errors import QuantityError
+from webhook.inventory import Inventory, Offer
+from webhook.quantity import format_mib, to_mib
+from webhook.scheduling import candidate_offers, pinning_selector
+from webhook.workloads import PodView, ResourceAmount
+
+EXAMPLE = "12Gi"
+
+
+class Params(CheckParams):
+    label: str = "gpu-admission.io/peak-memory"
+    require: Literal["all", "any"] = "all"
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+
+
+def _gpu_amounts(pod: PodView, params: Params) -> dict[str, ResourceAmount]:
+    first: dict[str, ResourceAmount] = {}
+    for a in pod.amounts:
+        if matches_any(a.resource, params.gpu_resources) and a.amount and a.amount > 0:
+            first.setdefault(a.resource, a)
+    return first
+
+
+def _peak(pod: PodView, params: Params, amount: ResourceAmount) -> Fraction | Violation:
+    label_path = (*pod.metadata_path, "labels", params.label)
+    raw = pod.labels.get(params.label)
+    if raw is None:
+        return Violation(
+            "missing-peak-memory",
+            amount.path,
+            f"{amount.container.label} requests {amount.resource} but the pod has no "
+            f"{params.label} label: without the peak GPU memory per device nothing can tell "
+            f"whether the model fits the device. Add the label to the pod (template) "
+            f"metadata, e.g. {params.label}: {EXAMPLE}.",
+        )
+    try:
+        mib = to_mib(raw)
+    except QuantityError:
+        mib = Fraction(-1)
+    if mib <= 0:
+        return Violation(
+            "invalid-peak-memory",
+            label_path,
+            f'label {params.label}="{shown(raw)}" is not a Kubernetes memory quantity: write the '
+            f"peak GPU memory per device with a unit, e.g. {EXAMPLE}, 11G or 12000Mi.",
+        )
+    return mib
+
+
+def _offers(pod: PodView, resource: str, inventory: Inventory) -> Sequence[Offer]:
+    if inventory.known:
+        return candidate_offers(pod, resource, inventory)
+    return ()
+
+
+def _fits(offer: Offer, peak: Fraction) -> bool | None:
+    share = offer.share_mib
+    return None if share is None else peak <= share
+
+
+def _offer_text(offer: Offer) -> str:
+    share = offer.share_mib
+    assert share is not None and offer.memory_mib is not None
+    if offer.sharing in ("time-slicing", "mps") and offer.replicas > 1:
+        return (
+            f"{int(share)} MiB per replica ({offer.memory_mib} MiB shared by "
+            f"{offer.replicas} {offer.sharing} replicas, {offer.memory_source})"
+        )
+    return f"{offer.memory_mib} MiB ({offer.memory_source})"
+
+
+def _suggestion(
+    pod: PodView,
+    resource: str,
+    peak: Fraction,
+    inventory: Inventory,
+    offers: Sequence[Offer],
+    params: Params,
+) -> str:
+    good = [o.node for o in offers if _fits(o, peak)]
+    bad = [o.node for o in offers if not _fits(o, peak)]
+    pin = pinning_selector(good, bad) if good else None
+    if pin is not None:
+        return f"Pin the pod to nodes where it fits with nodeSelector {pin[0]}: {pin[1]}."
+    best: tuple[Fraction, str] | None = None
+    for name, all_offers in inventory.offers.items():
+        if not matches_any(name, params.gpu_resources):
+            continue
+        shares = [o.share_mib for o in all_offers if _fits(o, peak)]
+        if shares:
+            smallest = min(s for s in shares if s is not None)
+            best = min(best, (smallest, name)) if best else (smallest, name)
+    if best is None:
+        return "No GPU resource in the cluster has that much memory per device: reduce the peak."
+    return f"Request {best[1]} ({int(best[0])} MiB per device) instead."
+
+
+def _judge(
+    pod: PodView, amount: ResourceAmount, peak: Fraction, inventory: Inventory, params: Params
+) -> Iterator[Violation]:
+    resource = amount.resource
+    offers = _offers(pod, resource, inventory)
+    needs = (
+        f"needs {format_mib(peak)} per device ({params.label}={shown(pod.labels[params.label])})"
+    )
+    if not offers:
+        yield from _judge_by_catalog(pod, amount, peak, needs)
+        return
+    misses = [o for o in offers if _fits(o, peak) is False]
+    unknown = [o for o in offers if _fits(o, peak) is None]
+    fitting = len(offers) - len(misses) - len(unknown)
+    if params.require == "any" and fitting:
+        return
+    if misses and (params.require == "all" or not unknown):
+        worst = min(misses, key=lambda o: o.share_mib or 0)
+        nodes = listing(sorted({o.node.name for o in misses}))
+        yield Violation(
+            "exceeds-device-memory",
+            amount.path,
+            f"the pod {needs}, but {resource} offers {_offer_text(worst)} on node "
+            f"{nodes}, where the scheduler may place it: the workload would run out of GPU "
+            f"memory. {_suggestion(pod, resource, peak, inventory, offers, params)}",
+        )
+    elif unknown:
+        nodes = listing(sorted({o.node.name for o in unknown}))
+        yield Violation(
+            "unknown-device-memory",
+            amount.path,
+            f"the pod {needs}, but the memory of {resource} on node {nodes} is unknown (no "
+            f"GFD memory label and no catalog entry), so the fit cannot be proven. Label the "
+            f"nodes with nvidia.com/gpu.memory (GPU Feature Discovery does), or pin the pod to "
+            f"nodes whose memory is known.",
+        )
+
+
+def _judge_by_catalog(
+    pod: PodView, amount: ResourceAmount, peak: Fraction, needs: str
+) -> Iterator[Violation]:
+    # No inventory (a PR check without --inventory): MIG names still say enough.
+    profile = mig_catalog.profile_for_resource(amount.resource)
+    found = mig_catalog.profile_memory(profile) if profile else None
+    if found is not None and peak > found.mib:
+        yield Violation(
+            "exceeds-device-memory",
+            amount.path,
+            f"the pod {needs}, but {amount.resource} offers {found.mib} MiB ({found.describe()}; "
+            f"no inventory given): the workload would run out of GPU memory. Request a larger "
+            f"MIG profile, or pass --inventory to compare with the real nodes.",
+        )
+
+
+def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+    amounts = _gpu_amounts(pod, params)
+    if not amounts:
+        return
+    peak = _peak(pod, params, next(iter(amounts.values())))
+    if isinstance(peak, Violation):
+        yield peak
+        return
+    for amount in amounts.values():
+        yield from _judge(pod, amount, peak, inventory, params)
+
+
+CHECK = Check(
+    name="memory-fit",
+    params=Params,
+    run=run,
+    rules={
+        "missing-peak-memory": "A GPU pod without the peak-memory label.",
+        "invalid-peak-memory": "A peak-memory label that is not a Kubernetes quantity.",
+        "exceeds-device-memory": "The declared peak does not fit the memory of a device the "
+        "pod can land on.",
+        "unknown-device-memory": "A device the pod can land on has no known memory size.",
+    },
+)

@@ -1,0 +1,178 @@
+"""gpu-resource-names: every GPU resource a pod asks for exists, in a count some node has.
+
+The apiserver accepts any well-formed name, so a typo (`nvidia.com/mig-1g.10g`) or a
+profile no node has leaves the Pod Pending forever. In a PR there is no apiserver yet,
+so what it would reject (fractions, requests without limits) is reported here too.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from fractions import Fraction
+
+from webhook import mig_catalog
+from webhook.checks import Check, CheckParams, Violation
+from webhook.checks._text import listing, matches_any, plural, shown
+from webhook.inventory import Inventory, Offer
+from webhook.quantity import quantity_or_none
+from webhook.scheduling import candidate_offers, rejection
+from webhook.workloads import PodView, ResourceAmount, as_dict
+from webhook.yamlsource import Path, format_path
+
+
+class Params(CheckParams):
+    vendor_prefixes: tuple[str, ...] = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
+    # Names under a vendor prefix that are not GPUs (NVIDIA network devices, for one).
+    ignored_resources: tuple[str, ...] = ("nvidia.com/hostdev", "nvidia.com/mlnxnics")
+    # Accepted without an inventory besides the NVIDIA catalog names.
+    known_without_inventory: tuple[str, ...] = (
+        "amd.com/gpu",
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+    )
+
+
+def _gpu_amounts(pod: PodView, params: Params) -> list[ResourceAmount]:
+    return [
+        a
+        for a in pod.amounts
+        if a.resource.startswith(params.vendor_prefixes)
+        and not matches_any(a.resource, params.ignored_resources)
+    ]
+
+
+def _apiserver_rules(pod: PodView, amounts: list[ResourceAmount]) -> Iterator[Violation]:
+    for a in amounts:
+        resources = as_dict(a.container.spec.get("resources"))
+        limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
+        where = f"{a.container.label} ({format_path(a.path)})"
+        if a.amount is None or a.amount.denominator != 1 or a.amount < 0:
+            yield Violation(
+                "non-integer-count",
+                a.path,
+                f'{where} asks for "{shown(a.raw)}" {a.resource}: extended resources must be '
+                f"whole numbers, so the apiserver rejects the Pod. Request a whole count, or a "
+                f"smaller unit such as a MIG or shared resource.",
+            )
+        elif a.resource not in limits:
+            yield Violation(
+                "request-without-limit",
+                a.path,
+                f"{where} requests {a.resource} without a limit: the apiserver rejects extended "
+                f"resources without limits. Set resources.limits[{a.resource}] to the same count "
+                f"(a limit alone is enough; the request defaults to it).",
+            )
+        elif a.resource in requests and _quantity_differs(requests[a.resource], limits[a.resource]):
+            yield Violation(
+                "request-limit-mismatch",
+                a.path,
+                f"{where} requests {shown(requests[a.resource])} but limits "
+                f"{shown(limits[a.resource])} {a.resource}: extended resources cannot be "
+                f"overcommitted, so the apiserver rejects the Pod. Make them equal.",
+            )
+
+
+def _quantity_differs(a: object, b: object) -> bool:
+    return quantity_or_none(a) != quantity_or_none(b)
+
+
+def _unknown_names(
+    pod: PodView, inventory: Inventory, amounts: list[ResourceAmount], params: Params
+) -> Iterator[Violation]:
+    if inventory.known:
+        known = set(inventory.advertised)
+        scope = f"no node in the inventory ({plural(len(inventory.nodes), 'node')}) advertises"
+    else:
+        known = mig_catalog.catalog_resource_names() | set(params.known_without_inventory)
+        scope = "is not a name any GPU device plugin advertises"
+    reported: set[str] = set()
+    for a in amounts:
+        if a.resource in known or a.resource in reported:
+            continue
+        reported.add(a.resource)
+        vendor = next(p for p in params.vendor_prefixes if a.resource.startswith(p))
+        names = sorted(n for n in known if n.startswith(vendor))
+        close = difflib.get_close_matches(a.resource, names, n=3, cutoff=0.6)
+        hint = (
+            f"did you mean {' or '.join(close)}?"
+            if close
+            else f"advertised {vendor} resources: {listing(names, 6)}."
+            if names
+            else f"no node advertises any {vendor} resource."
+        )
+        yield Violation(
+            "unknown-resource",
+            a.path,
+            f"{a.container.label} requests {a.resource} ({format_path(a.path)}), which {scope}: "
+            f"the Pod would stay Pending forever (Insufficient {a.resource}); {hint}",
+        )
+
+
+def _capacity(
+    pod: PodView, inventory: Inventory, amounts: list[ResourceAmount]
+) -> Iterator[Violation]:
+    first_path: dict[str, Path] = {}
+    for a in amounts:
+        first_path.setdefault(a.resource, a.path)
+    for resource, wanted in pod.effective_requests.items():
+        offers = inventory.offers.get(resource)
+        if resource not in first_path or not offers or wanted <= 0:
+            continue
+        candidates = candidate_offers(pod, resource, inventory)
+        if not candidates:
+            yield _no_candidate(pod, resource, offers, first_path[resource])
+            continue
+        best = max(candidates, key=lambda o: o.count)
+        if wanted > best.count:
+            yield Violation(
+                "insufficient-capacity",
+                first_path[resource],
+                f"the pod requests {_n(wanted)} {resource} in all "
+                f"({format_path(first_path[resource])}; the larger of its biggest init "
+                f"container and the sum of its containers); the "
+                f"most any node that can take this pod offers is {best.count} (node "
+                f"{best.node.name}), so it would stay Pending forever. Request at most "
+                f"{best.count}, or split the work across Pods.",
+            )
+
+
+def _no_candidate(pod: PodView, resource: str, offers: tuple[Offer, ...], path: Path) -> Violation:
+    reasons = [f"{o.node.name}: {rejection(pod.spec, o.node)}" for o in offers]
+    return Violation(
+        "no-candidate-node",
+        path,
+        f"the pod requests {resource} ({format_path(path)}), but none of the "
+        f"{plural(len(offers), 'node')} that advertise it can take this pod ({listing(reasons)}), "
+        f"so it would stay Pending forever. Fix the nodeSelector/affinity, or add a toleration "
+        f"for the taint.",
+    )
+
+
+def _n(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
+
+
+def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+    amounts = _gpu_amounts(pod, params)
+    if not amounts:
+        return
+    yield from _apiserver_rules(pod, amounts)
+    yield from _unknown_names(pod, inventory, amounts, params)
+    if inventory.known:
+        yield from _capacity(pod, inventory, amounts)
+
+
+CHECK = Check(
+    name="resource-names",
+    params=Params,
+    run=run,
+    rules={
+        "unknown-resource": "A GPU resource no node advertises (a typo or a missing profile).",
+        "insufficient-capacity": "More of a GPU resource than any node that can take the pod has.",
+        "no-candidate-node": "No node that advertises the resource can take the pod.",
+        "non-integer-count": "An extended resource count that is not a whole number.",
+        "request-without-limit": "An extended resource requested without a limit.",
+        "request-limit-mismatch": "An extended resource whose request differs from its limit.",
+    },
+)

@@ -1,0 +1,148 @@
+"""gpu-slo-class: a pod's SLO class decides which GPU sharing modes it may land on.
+
+Time-slicing shares a GPU's time and memory with no isolation: a latency-sensitive
+service on it sees unbounded tail latency. Each class lists the modes it accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from webhook import mig_catalog
+from webhook.checks import Check, CheckParams, Violation
+from webhook.checks._text import listing, matches_any, shown
+from webhook.inventory import Inventory, Offer, SharingMode
+from webhook.scheduling import candidate_offers, pinning_selector
+from webhook.workloads import PodView, ResourceAmount
+
+ALL_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "time-slicing", "mps")
+
+
+class Params(CheckParams):
+    label: str = "gpu-admission.io/slo-class"
+    classes: Mapping[str, tuple[SharingMode, ...]] = {
+        "latency-sensitive": ("exclusive", "mig"),
+        "batch": ALL_MODES,
+    }
+    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+
+
+def _mode_text(offer: Offer) -> str:
+    if offer.sharing in ("time-slicing", "mps"):
+        return f"{offer.sharing} ({offer.replicas} replicas per device)"
+    return offer.sharing
+
+
+def _fix(
+    pod: PodView,
+    accepted: tuple[SharingMode, ...],
+    offers: list[Offer],
+    bad: list[Offer],
+    inventory: Inventory,
+) -> str:
+    good_nodes = [o.node for o in offers if o.sharing in accepted]
+    pin = pinning_selector(good_nodes, [o.node for o in bad])
+    if pin is None and inventory.known:
+        # Nodes offering an accepted mode for another resource of the same vendor.
+        good_nodes = [
+            o.node
+            for offers_ in inventory.offers.values()
+            for o in offers_
+            if o.sharing in accepted and o.resource.startswith("nvidia.com/")
+        ]
+        pin = pinning_selector(good_nodes, [o.node for o in bad])
+    options = []
+    if "mig" in accepted:
+        options.append("a MIG resource (nvidia.com/mig-<profile>)")
+    if "exclusive" in accepted:
+        options.append("exclusive GPUs")
+    text = f"Request {' or '.join(options)}" if options else "Request another resource"
+    if pin is not None:
+        text += f", or pin the pod with nodeSelector {pin[0]}: {pin[1]}"
+    return text + "."
+
+
+def _judge(
+    pod: PodView,
+    amount: ResourceAmount,
+    slo: str,
+    accepted: tuple[SharingMode, ...],
+    inventory: Inventory,
+    params: Params,
+) -> Iterator[Violation]:
+    where = f"{amount.container.label} requests {amount.resource}"
+    why = "shared GPUs give no isolation of time or memory, so another tenant can stall this one"
+    if inventory.known:
+        offers = list(candidate_offers(pod, amount.resource, inventory))
+        bad = [o for o in offers if o.sharing not in accepted]
+        if bad:
+            nodes = listing(sorted({o.node.name for o in bad}))
+            yield Violation(
+                "sharing-mode-not-accepted",
+                amount.path,
+                f"the pod is {slo} ({params.label}), which accepts {', '.join(accepted)} GPUs, "
+                f"but {where}, which is {_mode_text(bad[0])} on node {nodes}, where it can land: "
+                f"{why}. {_fix(pod, accepted, offers, bad, inventory)}",
+            )
+        return
+    # No inventory: only the name speaks. `.shared` is time-sliced or MPS by construction.
+    if amount.resource.endswith(".shared") and not {"time-slicing", "mps"} <= set(accepted):
+        yield Violation(
+            "sharing-mode-not-accepted",
+            amount.path,
+            f"the pod is {slo} ({params.label}), which accepts {', '.join(accepted)} GPUs, but "
+            f"{where}, a time-sliced or MPS resource by its name: {why}. "
+            f"Request {amount.resource.removesuffix('.shared')} instead.",
+        )
+    elif mig_catalog.profile_for_resource(amount.resource) and "mig" not in accepted:
+        yield Violation(
+            "sharing-mode-not-accepted",
+            amount.path,
+            f"the pod is {slo} ({params.label}), which accepts {', '.join(accepted)} GPUs, but "
+            f"{where}, a MIG slice. Request nvidia.com/gpu instead.",
+        )
+
+
+def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+    amounts: dict[str, ResourceAmount] = {}
+    for a in pod.amounts:
+        if matches_any(a.resource, params.gpu_resources) and a.amount and a.amount > 0:
+            amounts.setdefault(a.resource, a)
+    if not amounts:
+        return
+    first = next(iter(amounts.values()))
+    slo = pod.labels.get(params.label)
+    classes = ", ".join(params.classes)
+    if slo is None:
+        yield Violation(
+            "missing-slo-class",
+            first.path,
+            f"{first.container.label} requests {first.resource} but the pod has no "
+            f"{params.label} label: it decides which GPU sharing modes the pod may use. Add "
+            f"the label to the pod (template) metadata with one of: {classes}.",
+        )
+        return
+    accepted = params.classes.get(slo)
+    if accepted is None:
+        yield Violation(
+            "unknown-slo-class",
+            (*pod.metadata_path, "labels", params.label),
+            f'label {params.label}="{shown(slo)}" is not a configured SLO class; use one of: '
+            f"{classes}.",
+        )
+        return
+    for amount in amounts.values():
+        yield from _judge(pod, amount, slo, accepted, inventory, params)
+
+
+CHECK = Check(
+    name="slo-class",
+    params=Params,
+    run=run,
+    rules={
+        "missing-slo-class": "A GPU pod without the SLO-class label.",
+        "unknown-slo-class": "An SLO-class label with a class that is not configured.",
+        "sharing-mode-not-accepted": "The pod can land on a GPU whose sharing mode its SLO "
+        "class does not accept.",
+    },
+)

@@ -1,0 +1,95 @@
+"""The `gpu-admission` command: thin shells around the engine."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from webhook import __version__
+from webhook.errors import GpuAdmissionError
+from webhook.policies import PolicySet, load_policy_dir
+
+SHIPPED_POLICIES = Path(__file__).resolve().parent.parent / "policies"
+
+
+def default_policies() -> str:
+    """GPU_ADMISSION_POLICIES (set in the container image), else the shipped policies/."""
+    return os.environ.get("GPU_ADMISSION_POLICIES") or str(SHIPPED_POLICIES)
+
+
+class InputError(click.ClickException):
+    """Bad input from the user: message on stderr, exit code 2, never a traceback."""
+
+    exit_code = 2
+
+
+def load_policies(directory: str) -> PolicySet:
+    try:
+        return load_policy_dir(directory)
+    except GpuAdmissionError as exc:
+        raise InputError(f"policies did not load:\n{exc}") from None
+
+
+policies_option = click.option(
+    "--policies",
+    "policies_dir",
+    default=default_policies,
+    show_default="shipped policies/",
+    type=click.Path(file_okay=False),
+    help="Directory of policy files (read recursively).",
+)
+inventory_option = click.option(
+    "--inventory",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Nodes as `kubectl get nodes -o json|yaml` writes them.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpu-admission")
+def main() -> None:
+    """Policy-as-code admission for Kubernetes GPU workloads."""
+
+
+@main.command()
+@policies_option
+@inventory_option
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+@click.argument("paths", nargs=-1, required=True)
+def check(
+    policies_dir: str,
+    inventory: str | None,
+    output: str,
+    color: bool | None,
+    paths: tuple[str, ...],
+) -> None:
+    """Check manifest files (YAML/JSON, directories, - for stdin) against the policies.
+
+    Exit 0: nothing denied; 1: deny findings; 2: usage or input errors.
+    """
+    from webhook.checking import check_paths
+    from webhook.report import render_json, render_text
+    from webhook.sources import read_inventory
+
+    policy_set = load_policies(policies_dir)
+    try:
+        inv = read_inventory(inventory)
+    except GpuAdmissionError as exc:
+        raise InputError(f"inventory did not load: {exc}") from None
+    run = check_paths(paths, policy_set=policy_set, inventory=inv)
+    if output == "json":
+        click.echo(render_json(run))
+    else:
+        use_colour = (
+            color if color is not None else (sys.stdout.isatty() and "NO_COLOR" not in os.environ)
+        )
+        click.echo(render_text(run, colour=use_colour), color=use_colour)
+    sys.exit(run.exit_code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

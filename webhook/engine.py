@@ -1,0 +1,116 @@
+"""The one evaluation every shell calls: policies x subject x inventory -> Decision.
+
+Pure: no I/O, no clock. The webhook, `check`, `audit` and `test` differ only in where
+the subject comes from and where the Decision goes, so a finding reads the same in a
+PR, an audit and an admission response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook.inventory import Inventory
+from webhook.policies import Action, PolicySet
+from webhook.workloads import pod_views
+from webhook.yamlsource import Path
+
+StaleAction = Literal["deny", "warn", "allow"]
+# Checks whose verdict rests on the node inventory; when it is too old these follow the
+# server's stale-inventory setting instead of their own action.
+INVENTORY_RULES = frozenset(
+    {
+        "unknown-resource",
+        "insufficient-capacity",
+        "no-candidate-node",
+        "exceeds-device-memory",
+        "unknown-device-memory",
+        "sharing-mode-not-accepted",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """One object to judge, with the facts of its request."""
+
+    obj: Mapping[str, Any]
+    namespace: str = "default"
+    operation: str = "CREATE"
+
+    @property
+    def kind(self) -> str:
+        kind = self.obj.get("kind")
+        return kind if isinstance(kind, str) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    policy: str
+    rule: str
+    action: Action
+    message: str
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    """The inventory is older than allowed: inventory-based findings follow `action`."""
+
+    age_seconds: float
+    max_age_seconds: float
+    action: StaleAction = "warn"
+
+
+@dataclass(frozen=True)
+class Decision:
+    findings: tuple[Finding, ...] = ()
+    skipped: str | None = None  # why nothing was judged: no pod spec, no matching policy
+    pod_specs: int = 0
+
+    @property
+    def evaluated(self) -> bool:
+        return self.skipped is None
+
+    @property
+    def denied(self) -> bool:
+        return any(f.action == "deny" for f in self.findings)
+
+    def by_action(self, action: Action) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.action == action)
+
+
+def evaluate(
+    policy_set: PolicySet, subject: Subject, inventory: Inventory, *, stale: Staleness | None = None
+) -> Decision:
+    kind, namespace = subject.kind, subject.namespace
+    pods = pod_views(subject.obj, custom=policy_set.custom_kinds)
+    if pods is None:
+        return Decision(skipped=f"kind {kind or '(none)'} holds no pod spec")
+    findings: list[Finding] = []
+    matched = False
+    for policy in policy_set.policies:
+        if not policy.match.matches_object(kind, namespace):
+            continue
+        matched = True
+        selector = policy.match.labelSelector
+        for pod in pods:
+            if selector is not None and not selector.matches(pod.labels):
+                continue
+            for v in policy.check.run(pod, inventory, policy.params):
+                action: Action = policy.action
+                message = policy.message_prefix + v.message if policy.message_prefix else v.message
+                if stale is not None and v.rule in INVENTORY_RULES:
+                    if stale.action == "allow":
+                        continue
+                    if action == "deny" and stale.action == "warn":
+                        action = "warn"
+                    message += (
+                        f" (node inventory is {stale.age_seconds:.0f}s old, over the "
+                        f"{stale.max_age_seconds:.0f}s limit: reported as {action})"
+                    )
+                findings.append(Finding(policy.name, v.rule, action, message, v.path))
+    if not matched:
+        return Decision(skipped=f"no policy matches {kind} in namespace {namespace}")
+    return Decision(tuple(findings), pod_specs=len(pods))

@@ -1,0 +1,128 @@
+"""Findings for people and machines: text (grouped by file) and JSON (the DESIGN contract)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+import orjson
+
+from webhook.engine import Finding
+
+_COLOURS = {"deny": "red", "warn": "yellow", "dryrun": "cyan"}
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A finding placed in a file: what `check --output json` prints per entry."""
+
+    file: str
+    line: int
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    finding: Finding
+
+    def as_json(self) -> dict[str, Any]:
+        f = self.finding
+        return {
+            "file": self.file,
+            "line": self.line,
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "policy": f.policy,
+            "rule": f.rule,
+            "action": f.action,
+            "message": f.message,
+        }
+
+
+@dataclass
+class Run:
+    """Everything one `check` run saw."""
+
+    results: list[Result] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    files: int = 0
+    objects: int = 0
+    evaluated: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> dict[str, Any]:
+        actions = Counter(r.finding.action for r in self.results)
+        return {
+            "files": self.files,
+            "objects": self.objects,
+            "evaluated": self.evaluated,
+            "skipped": sum(self.skipped.values()),
+            "skippedReasons": dict(self.skipped),
+            "deny": actions["deny"],
+            "warn": actions["warn"],
+            "dryrun": actions["dryrun"],
+            "errors": len(self.errors),
+        }
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors:
+            return 2
+        return 1 if any(r.finding.action == "deny" for r in self.results) else 0
+
+
+def render_json(run: Run) -> str:
+    body = {
+        "results": [r.as_json() for r in run.results],
+        "summary": run.summary(),
+        "errors": run.errors,
+    }
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode()
+
+
+def render_text(run: Run, *, colour: bool) -> str:
+    lines: list[str] = []
+    by_file: dict[str, list[Result]] = {}
+    for r in run.results:
+        by_file.setdefault(r.file, []).append(r)
+    for file, results in by_file.items():
+        lines.append(click.style(file, bold=True) if colour else file)
+        for r in sorted(results, key=lambda r: r.line):
+            f = r.finding
+            action = f.action.upper().ljust(6)
+            if colour:
+                action = click.style(action, fg=_COLOURS[f.action], bold=True)
+            lines.append(
+                f"  {r.line:>4}  {action} {f.policy}/{f.rule}  {r.kind} {r.namespace}/{r.name}"
+            )
+            lines.append(f"        {f.message}")
+        lines.append("")
+    for error in run.errors:
+        head = click.style("error:", fg="red", bold=True) if colour else "error:"
+        lines.append(f"{head} {error}")
+    if run.errors:
+        lines.append("")
+    lines.append(_summary_line(run.summary()))
+    return "\n".join(lines)
+
+
+def _summary_line(s: dict[str, Any]) -> str:
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(s["skippedReasons"].items()))
+    text = (
+        f"{s['files']} files, {s['objects']} objects: {s['evaluated']} checked, "
+        f"{s['skipped']} skipped"
+    )
+    if skipped:
+        text += f" ({skipped})"
+    text += f"; findings: {s['deny']} deny, {s['warn']} warn, {s['dryrun']} dryrun"
+    if s["errors"]:
+        text += f"; {s['errors']} errors"
+    return text
+
+
+def placed(results: Sequence[Result]) -> list[Result]:
+    return sorted(results, key=lambda r: (r.file, r.line, r.finding.policy, r.finding.rule))
