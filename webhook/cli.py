@@ -91,5 +91,12 @@ def check(
     sys.exit(run.exit_code)
 
 
+# Commands that live in their own modules. One line each; keep this block last.
+def _register_commands() -> None:
+    pass
+
+
+_register_commands()
+
 if __name__ == "__main__":  # pragma: no cover
     main()
