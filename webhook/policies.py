@@ -149,7 +149,8 @@ def load_policy_dir(directory: str | FsPath) -> PolicySet:
         for p in root.rglob("*")
         if p.suffix in (".yaml", ".yml", ".json")
         and p.is_file()
-        and not any(part.startswith("..") for part in p.parts)
+        # ConfigMap mounts hold each file twice: skip the ..data/..<timestamp> internals
+        and not any(part.startswith("..") for part in p.relative_to(root).parts)
     )
     return load_policy_files(files, root=root)
 
