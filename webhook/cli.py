@@ -93,7 +93,11 @@ def check(
 
 # Commands that live in their own modules. One line each; keep this block last.
 def _register_commands() -> None:
-    pass
+    from webhook.cli_certs import certs
+    from webhook.cli_serve import serve
+
+    main.add_command(serve)
+    main.add_command(certs)
 
 
 _register_commands()

@@ -1,0 +1,47 @@
+"""Prometheus metrics of the webhook, in one registry the server exposes on /metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+REQUESTS = Counter(
+    "gpu_admission_requests_total",
+    "Admission requests by decision (allow, warn, deny, skip, error) and kind.",
+    ["decision", "kind", "operation"],
+    registry=REGISTRY,
+)
+LATENCY = Histogram(
+    "gpu_admission_request_duration_seconds",
+    "Time from request body read to response serialised.",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0),
+    registry=REGISTRY,
+)
+FINDINGS = Counter(
+    "gpu_admission_findings_total",
+    "Policy findings by policy, rule and action.",
+    ["policy", "rule", "action"],
+    registry=REGISTRY,
+)
+RELOADS = Counter(
+    "gpu_admission_policy_reloads_total",
+    "Policy reloads by result (success, error).",
+    ["result"],
+    registry=REGISTRY,
+)
+RELOAD_ERROR = Gauge(
+    "gpu_admission_policy_reload_error",
+    "1 while the last policy reload failed and the previous set is still serving.",
+    registry=REGISTRY,
+)
+INVENTORY_AGE = Gauge(
+    "gpu_admission_inventory_age_seconds",
+    "Seconds since the node inventory was last synced.",
+    registry=REGISTRY,
+)
+INVENTORY_NODES = Gauge(
+    "gpu_admission_inventory_nodes",
+    "Nodes in the current inventory.",
+    registry=REGISTRY,
+)

@@ -1,0 +1,194 @@
+"""The HTTPS endpoint the kube-apiserver calls: a thin starlette shell around `judge`.
+
+Three outcomes stay apart: a policy decision is HTTP 200 with an AdmissionReview, a
+request that is not an AdmissionReview is 400 (413 when too large, 408 when too slow),
+and a fault of ours is 500, which the webhook's failurePolicy then decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import IO, Any
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from webhook import metrics
+from webhook.admission import AdmissionRequest, judge, parse_review, response
+from webhook.engine import Decision
+from webhook.errors import ReviewError
+from webhook.state import State
+
+log = logging.getLogger("gpu_admission.server")
+MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
+BODY_TIMEOUT = 10.0  # a client that has not sent its body by then holds nothing longer
+
+
+class BodyTooLarge(Exception):
+    """The request body passed MAX_BODY."""
+
+
+class DecisionLog:
+    """One JSON line per decision: who asked for what and what we said. Never the object,
+    env values or annotation values: findings are logged by policy, rule and path only."""
+
+    def __init__(self, stream: IO[bytes] | None = None, clock: Callable[[], float] = time.time):
+        self._stream = stream if stream is not None else sys.stdout.buffer
+        self._clock = clock
+
+    def write(self, req: AdmissionRequest, decision: Decision, verdict: str, state: State) -> None:
+        age = state.inventory_age()
+        entry = {
+            "time": self._clock(),
+            "uid": req.uid,
+            "operation": req.operation,
+            "subResource": req.sub_resource or None,
+            "kind": req.kind,
+            "namespace": req.namespace,
+            "name": req.name or _generate_name(req),
+            "user": req.user,
+            "dryRun": req.dry_run,
+            "decision": verdict,
+            "findings": [
+                {"policy": f.policy, "rule": f.rule, "action": f.action, "path": list(f.path)}
+                for f in decision.findings
+            ],
+            "policySet": state.policy_set.digest,
+            "inventoryAgeSeconds": None if age is None else round(age, 1),
+        }
+        self._stream.write(orjson.dumps(entry) + b"\n")
+        self._stream.flush()
+
+
+def _generate_name(req: AdmissionRequest) -> str:
+    meta = req.obj.get("metadata") if req.obj is not None else None
+    if isinstance(meta, dict):
+        return str(meta.get("name") or meta.get("generateName") or "")
+    return ""
+
+
+def verdict_of(decision: Decision) -> str:
+    if decision.skipped is not None:
+        return "skip"
+    if decision.denied:
+        return "deny"
+    return "warn" if decision.by_action("warn") else "allow"
+
+
+async def read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        raise BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error(status: int, message: str, uid: str | None = None) -> Response:
+    body: dict[str, Any] = {"error": message, "code": status}
+    if uid:
+        body["uid"] = uid
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def create_app(
+    state: State,
+    *,
+    decision_log: DecisionLog | None = None,
+    background: Callable[[State], contextlib.AbstractAsyncContextManager[None]] | None = None,
+) -> Starlette:
+    decisions = decision_log or DecisionLog()
+
+    async def validate(request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            body = await asyncio.wait_for(read_body(request), BODY_TIMEOUT)
+        except BodyTooLarge:
+            return _error(413, f"request body over {MAX_BODY} bytes")
+        except TimeoutError:
+            return _error(408, f"request body not received within {BODY_TIMEOUT:.0f}s")
+        try:
+            req = parse_review(orjson.loads(body))
+        except orjson.JSONDecodeError as exc:
+            return _error(400, f"body is not valid JSON: {exc}")
+        except ReviewError as exc:
+            return _error(400, f"not a valid AdmissionReview: {exc}")
+        try:
+            payload, decision = _decide(req, state)
+        except Exception:
+            log.exception("internal error judging request uid=%s", req.uid)
+            metrics.REQUESTS.labels("error", req.kind, req.operation).inc()
+            return _error(500, "internal error; see the webhook's log", req.uid)
+        verdict = verdict_of(decision)
+        decisions.write(req, decision, verdict, state)
+        metrics.REQUESTS.labels(verdict, req.kind, req.operation).inc()
+        for f in decision.findings:
+            metrics.FINDINGS.labels(f.policy, f.rule, f.action).inc()
+        metrics.LATENCY.observe(time.perf_counter() - started)
+        return Response(payload, media_type="application/json")
+
+    async def healthz(request: Request) -> Response:
+        return Response(b"ok", media_type="text/plain")
+
+    async def readyz(request: Request) -> Response:
+        age = state.inventory_age()
+        body = {
+            "ready": state.inventory_synced,
+            "policySet": state.policy_set.digest,
+            "policies": [p.name for p in state.policy_set.policies],
+            "policyReloadError": state.policy_error,
+            "inventorySynced": state.inventory_synced,
+            "inventoryNodes": len(state.inventory.nodes),
+            "inventoryAgeSeconds": None if age is None else round(age, 1),
+            "inventoryError": state.inventory_error,
+        }
+        status = 200 if state.inventory_synced else 503
+        return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+    async def metrics_endpoint(request: Request) -> Response:
+        age = state.inventory_age()
+        if age is not None:
+            metrics.INVENTORY_AGE.set(age)
+        return Response(generate_latest(metrics.REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if background is None:
+            yield
+            return
+        async with background(state):
+            yield
+
+    return Starlette(
+        routes=[
+            Route("/validate", validate, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def _decide(req: AdmissionRequest, state: State) -> tuple[bytes, Decision]:
+    decision = judge(
+        req, policy_set=state.policy_set, inventory=state.inventory, stale=state.staleness()
+    )
+    name = req.name or _generate_name(req) or "(unnamed)"
+    where = f"{req.namespace}/{name}" if req.namespace else name
+    body = response(req.uid, decision, subject=f"{req.kind} {where}")
+    return orjson.dumps(body), decision
