@@ -192,13 +192,17 @@ def _kubeconfig_error(paths: str, context: str | None, exc: Exception) -> KubeCo
 
 
 def _context_names(paths: str) -> list[str] | None:
+    """The context names in the kubeconfig file(s), or None if they cannot be read."""
+    names: list[str] = []
     try:
-        contexts, _ = kube_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
-            config_file=paths
-        )
-        return [str(c["name"]) for c in contexts]
-    except Exception:  # the file is broken beyond listing contexts
+        for path in paths.split(os.pathsep):
+            if path and os.path.isfile(os.path.expanduser(path)):
+                with open(os.path.expanduser(path), encoding="utf-8") as f:
+                    doc = yaml.safe_load(f) or {}
+                names += [str(c["name"]) for c in doc.get("contexts") or ()]
+    except (OSError, yaml.YAMLError, AttributeError, TypeError, KeyError):
         return None
+    return names
 
 
 def _listing(names: Sequence[str] | None) -> str:
