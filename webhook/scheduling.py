@@ -109,18 +109,14 @@ _NODE_UNIQUE_KEYS = ("kubernetes.io/hostname",)
 
 
 def pinning_selector(good: Sequence[Node], bad: Sequence[Node]) -> tuple[str, str] | None:
-    """A label every good node has and no bad node has: a nodeSelector that fixes it."""
-    if not good:
-        return None
-    shared = dict(good[0].labels)
-    for node in good[1:]:
-        shared = {k: v for k, v in shared.items() if node.labels.get(k) == v}
-    candidates = [
-        (k, v)
-        for k, v in shared.items()
-        if k not in _NODE_UNIQUE_KEYS and not any(n.labels.get(k) == v for n in bad)
-    ]
-    if not candidates:
-        return None
+    """The label that the most good nodes have and no bad node has: a nodeSelector fix."""
+    coverage: dict[tuple[str, str], int] = {}
+    for node in good:
+        for pair in node.labels.items():
+            if pair[0] not in _NODE_UNIQUE_KEYS:
+                coverage[pair] = coverage.get(pair, 0) + 1
     rank = {k: i for i, k in enumerate(_PREFERRED_KEYS)}
-    return min(candidates, key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
+    usable = [p for p in coverage if not any(n.labels.get(p[0]) == p[1] for n in bad)]
+    if not usable:
+        return None
+    return min(usable, key=lambda p: (-coverage[p], rank.get(p[0], len(rank)), p))

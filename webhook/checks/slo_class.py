@@ -27,30 +27,23 @@ class Params(CheckParams):
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
 
 
+def _modes(accepted: tuple[SharingMode, ...]) -> str:
+    return " or ".join(accepted)
+
+
 def _mode_text(offer: Offer) -> str:
     if offer.sharing in ("time-slicing", "mps"):
         return f"{offer.sharing} ({offer.replicas} replicas per device)"
     return offer.sharing
 
 
-def _fix(
-    pod: PodView,
-    accepted: tuple[SharingMode, ...],
-    offers: list[Offer],
-    bad: list[Offer],
-    inventory: Inventory,
-) -> str:
-    good_nodes = [o.node for o in offers if o.sharing in accepted]
+def _fix(accepted: tuple[SharingMode, ...], bad: list[Offer], inventory: Inventory) -> str:
+    # Nodes anywhere that offer the same resource in an accepted mode: the pod's own
+    # constraints may be what keeps it off them, so they are not limited to candidates.
+    good_nodes = [
+        o.node for o in inventory.offers.get(bad[0].resource, ()) if o.sharing in accepted
+    ]
     pin = pinning_selector(good_nodes, [o.node for o in bad])
-    if pin is None and inventory.known:
-        # Nodes offering an accepted mode for another resource of the same vendor.
-        good_nodes = [
-            o.node
-            for offers_ in inventory.offers.values()
-            for o in offers_
-            if o.sharing in accepted and o.resource.startswith("nvidia.com/")
-        ]
-        pin = pinning_selector(good_nodes, [o.node for o in bad])
     options = []
     if "mig" in accepted:
         options.append("a MIG resource (nvidia.com/mig-<profile>)")
@@ -80,9 +73,9 @@ def _judge(
             yield Violation(
                 "sharing-mode-not-accepted",
                 amount.path,
-                f"the pod is {slo} ({params.label}), which accepts {', '.join(accepted)} GPUs, "
+                f"the pod is {slo} ({params.label}), which accepts only {_modes(accepted)} GPUs, "
                 f"but {where}, which is {_mode_text(bad[0])} on node {nodes}, where it can land: "
-                f"{why}. {_fix(pod, accepted, offers, bad, inventory)}",
+                f"{why}. {_fix(accepted, bad, inventory)}",
             )
         return
     # No inventory: only the name speaks. `.shared` is time-sliced or MPS by construction.
@@ -90,7 +83,7 @@ def _judge(
         yield Violation(
             "sharing-mode-not-accepted",
             amount.path,
-            f"the pod is {slo} ({params.label}), which accepts {', '.join(accepted)} GPUs, but "
+            f"the pod is {slo} ({params.label}), which accepts only {_modes(accepted)} GPUs, but "
             f"{where}, a time-sliced or MPS resource by its name: {why}. "
             f"Request {amount.resource.removesuffix('.shared')} instead.",
         )
@@ -98,7 +91,7 @@ def _judge(
         yield Violation(
             "sharing-mode-not-accepted",
             amount.path,
-            f"the pod is {slo} ({params.label}), which accepts {', '.join(accepted)} GPUs, but "
+            f"the pod is {slo} ({params.label}), which accepts only {_modes(accepted)} GPUs, but "
             f"{where}, a MIG slice. Request nvidia.com/gpu instead.",
         )
 
