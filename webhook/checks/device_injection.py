@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 
 from webhook.checks import Check, CheckParams, Violation
-from webhook.checks._text import matches_any, shown
+from webhook.checks._text import listing, matches_any, shown
 from webhook.inventory import Inventory
 from webhook.workloads import ContainerRef, PodView, as_dict, as_list
 from webhook.yamlsource import format_path
@@ -72,10 +72,12 @@ def classify(path: str, params: Params) -> str | None:
                 if path == directory
                 else f"inside GPU device directory {directory}"
             )
-    parents = {posixpath.dirname(p) for p in params.device_paths} | set(params.device_directories)
-    for target in sorted(parents):
-        if path == "/" or target.startswith(path + "/"):
-            return f"a parent of GPU device paths ({target})"
+    # A parent reaches the device nodes below it. Directories outside /dev (the driver's
+    # /proc/driver/nvidia) hold no device nodes, so their parents (/proc) stay allowed.
+    targets = [t for t in (*params.device_paths, *params.device_directories) if t[:5] == "/dev/"]
+    below = [t for t in targets if path == "/" or t.startswith(path + "/")]
+    if below:
+        return f"a parent of GPU device paths ({listing(below)})"
     return None
 
 

@@ -120,7 +120,10 @@ def _judge(
         f"needs {format_mib(peak)} per device ({params.label}={shown(pod.labels[params.label])})"
     )
     if not offers:
-        yield from _judge_by_catalog(pod, amount, peak, needs)
+        # With an inventory, no offer means no node can take the pod: resource-names
+        # reports that. The catalog speaks only when there is no inventory at all.
+        if not inventory.known:
+            yield from _judge_by_catalog(pod, amount, peak, needs)
         return
     misses = [o for o in offers if _fits(o, peak) is False]
     unknown = [o for o in offers if _fits(o, peak) is None]
