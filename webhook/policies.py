@@ -139,8 +139,14 @@ class PolicySet:
         return frozenset(kinds)
 
 
+TESTS_DIR = "tests"  # `gpu-admission test` suites and their Node lists: not policies
+
+
 def load_policy_dir(directory: str | FsPath) -> PolicySet:
-    """Every *.yaml/*.yml/*.json below `directory`; all errors at once, in one PolicyError."""
+    """Every *.yaml/*.yml/*.json below `directory`; all errors at once, in one PolicyError.
+
+    A `tests/` directory below it is skipped: it holds policy test suites.
+    """
     root = FsPath(directory)
     if not root.is_dir():
         raise PolicyError(f"{root}: policy directory not found")
@@ -151,6 +157,7 @@ def load_policy_dir(directory: str | FsPath) -> PolicySet:
         and p.is_file()
         # ConfigMap mounts hold each file twice: skip the ..data/..<timestamp> internals
         and not any(part.startswith("..") for part in p.relative_to(root).parts)
+        and TESTS_DIR not in p.relative_to(root).parts[:-1]
     )
     return load_policy_files(files, root=root)
 
