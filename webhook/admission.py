@@ -146,7 +146,8 @@ def response(request_uid: str, decision: Decision, *, subject: str) -> dict[str,
 
 def deny_message(findings: tuple[Finding, ...], *, subject: str) -> str:
     # The user sees one message whichever webhook denies: list every violation in it.
-    head = f"{subject} violates {len(findings)} GPU polic{'y' if len(findings) == 1 else 'ies'}"
+    count = f"{len(findings)} GPU policy violation{'' if len(findings) == 1 else 's'}"
+    head = f"{subject} has {count}"
     lines = [f"[{f.policy}/{f.rule}] {f.message}" for f in findings]
     return head + ":\n" + "\n".join(lines)
 

@@ -93,7 +93,7 @@ def _unknown_names(
         reported.add(a.resource)
         vendor = next(p for p in params.vendor_prefixes if a.resource.startswith(p))
         names = sorted(n for n in known if n.startswith(vendor))
-        close = difflib.get_close_matches(a.resource, names, n=3, cutoff=0.6)
+        close = closest(a.resource, names)
         hint = (
             f"did you mean {' or '.join(close)}?"
             if close
@@ -107,6 +107,16 @@ def _unknown_names(
             f"{a.container.label} requests {a.resource} ({format_path(a.path)}), which {scope}: "
             f"the Pod would stay Pending forever (Insufficient {a.resource}); {hint}",
         )
+
+
+def closest(name: str, names: list[str]) -> list[str]:
+    """The advertised names nearest a typo: the best match and any about as close."""
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), reverse=True
+    )
+    if not scored or scored[0][0] < 0.6:
+        return []
+    return [n for ratio, n in scored[:3] if ratio >= scored[0][0] - 0.03]
 
 
 def _capacity(

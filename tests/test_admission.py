@@ -1,0 +1,277 @@
+"""The AdmissionReview protocol, in process: the starlette app with the real engine."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from reviews import CLEAN, VIOLATIONS, pod, review
+from starlette.testclient import TestClient
+
+from webhook.server import MAX_BODY, DecisionLog, create_app
+from webhook.state import Settings, State
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_state(policies: Path = ROOT / "policies") -> State:
+    settings = Settings(str(policies), str(ROOT / "examples/cluster/nodes.json"))
+    return State.start(settings)
+
+
+@pytest.fixture
+def log() -> io.BytesIO:
+    return io.BytesIO()
+
+
+@pytest.fixture
+def client(log: io.BytesIO) -> TestClient:
+    return TestClient(create_app(make_state(), decision_log=DecisionLog(log)))
+
+
+def post(client: TestClient, body: Any) -> Any:
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
+    return client.post("/validate", content=raw, headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize(("rule", "obj"), VIOLATIONS, ids=[r for r, _ in VIOLATIONS])
+def test_every_rule_denies_with_its_id_in_the_message(client: TestClient, rule: str, obj: Any):
+    r = review(obj)
+    resp = post(client, r)
+    assert resp.status_code == 200
+    out = resp.json()
+    assert out["apiVersion"] == "admission.k8s.io/v1" and out["kind"] == "AdmissionReview"
+    assert out["response"]["uid"] == r["request"]["uid"]
+    assert out["response"]["allowed"] is False
+    assert out["response"]["status"]["code"] == 403
+    assert f"[{rule}]" in out["response"]["status"]["message"]
+
+
+@pytest.mark.parametrize(("name", "obj"), CLEAN, ids=[n for n, _ in CLEAN])
+def test_clean_objects_are_allowed(client: TestClient, name: str, obj: Any):
+    out = post(client, review(obj)).json()["response"]
+    assert out == {"uid": out["uid"], "allowed": True}
+
+
+def test_deny_message_lists_every_violation(client: TestClient):
+    obj = pod(
+        limits={"nvidia.com/mig-1g.10g": 1}, container={"securityContext": {"privileged": True}}
+    )
+    message = post(client, review(obj)).json()["response"]["status"]["message"]
+    assert message.startswith("Pod ml/p has 2 GPU policy violations:\n")
+    assert "[gpu-device-injection/privileged]" in message
+    assert "[gpu-resource-names/unknown-resource]" in message
+    assert "did you mean nvidia.com/mig-1g.10gb?" in message
+
+
+def test_a_deployment_is_judged_through_its_template(client: TestClient):
+    from reviews import deployment
+
+    obj = deployment(pod(limits={"nvidia.com/mig-1g.10g": 1}))
+    message = post(client, review(obj)).json()["response"]["status"]["message"]
+    assert "spec.template.spec.containers[0]" in message
+
+
+def _policies_with(tmp_path: Path, action: str) -> Path:
+    target = tmp_path / "policies"
+    shutil.copytree(ROOT / "policies", target)
+    for f in target.glob("gpu-*.yaml"):
+        f.write_text(
+            f.read_text().replace("enforcementAction: deny", f"enforcementAction: {action}")
+        )
+    return target
+
+
+def test_warn_findings_become_short_clean_warning_lines(tmp_path: Path):
+    app = create_app(
+        make_state(_policies_with(tmp_path, "warn")), decision_log=DecisionLog(io.BytesIO())
+    )
+    obj = pod(limits={"nvidia.com/mig-1g.10g": 1})
+    out = post(TestClient(app), review(obj)).json()["response"]
+    assert out["allowed"] is True and "status" not in out
+    assert out["warnings"][0].startswith("[gpu-resource-names/unknown-resource]")
+    assert all(len(w) <= 120 for w in out["warnings"])
+    assert all(w.isprintable() for w in out["warnings"])
+    assert sum(len(w) for w in out["warnings"]) <= 4096
+
+
+def test_dryrun_findings_become_audit_annotations(tmp_path: Path):
+    app = create_app(
+        make_state(_policies_with(tmp_path, "dryrun")), decision_log=DecisionLog(io.BytesIO())
+    )
+    out = post(TestClient(app), review(pod(labels={}, limits={"nvidia.com/gpu": 1}))).json()
+    response = out["response"]
+    assert response["allowed"] is True and "warnings" not in response
+    assert set(response["auditAnnotations"]) == {
+        "gpu-memory-fit.missing-peak-memory",
+        "gpu-slo-class.missing-slo-class",
+    }
+
+
+@pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
+def test_delete_and_connect_are_allowed_without_evaluation(
+    client: TestClient, log: io.BytesIO, operation: str
+):
+    bad = pod(container={"securityContext": {"privileged": True}})
+    r = review(None, operation=operation, old=bad)
+    out = post(client, r).json()["response"]
+    assert out == {"uid": r["request"]["uid"], "allowed": True}
+    assert orjson.loads(log.getvalue().splitlines()[-1])["decision"] == "skip"
+
+
+def test_ephemeral_container_update_judges_only_what_it_adds(client: TestClient):
+    # The running Pod predates the labels policy; kubectl debug must still work, unless
+    # the debug container itself smuggles a GPU in.
+    running = pod(labels={}, limits={"nvidia.com/gpu": 1})
+    debug = {
+        "name": "debugger",
+        "image": "busybox",
+        "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+    }
+    harmless = {"name": "debugger", "image": "busybox"}
+    for added, allowed in ((harmless, True), (debug, False)):
+        new = {**running, "spec": {**running["spec"], "ephemeralContainers": [added]}}
+        r = review(new, operation="UPDATE", old=running, sub_resource="ephemeralcontainers")
+        out = post(client, r).json()["response"]
+        assert out["allowed"] is allowed, out
+        if not allowed:
+            assert 'ephemeral container "debugger"' in out["status"]["message"]
+            assert "[gpu-device-injection/visible-devices-env]" in out["status"]["message"]
+
+
+def test_dry_run_requests_are_judged_the_same(client: TestClient):
+    r = review(pod(container={"securityContext": {"privileged": True}}))
+    r["request"]["dryRun"] = True
+    assert post(client, r).json()["response"]["allowed"] is False
+
+
+def test_exempt_namespace_is_not_judged(client: TestClient):
+    r = review(pod(container={"securityContext": {"privileged": True}}), namespace="kube-system")
+    assert post(client, r).json()["response"]["allowed"] is True
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"", "not valid JSON"),
+        (b"{", "not valid JSON"),
+        (b"[]", "JSON object"),
+        (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', "apiVersion"),
+        (
+            orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+            "request must be",
+        ),
+        (orjson.dumps(review(pod()) | {"request": {"uid": ""}}), "uid"),
+        (
+            orjson.dumps(
+                {**review(pod()), "request": {**review(pod())["request"], "object": None}}
+            ),
+            "request.object",
+        ),
+        (
+            orjson.dumps(
+                {**review(pod()), "request": {**review(pod())["request"], "operation": "PATCH"}}
+            ),
+            "operation",
+        ),
+    ],
+)
+def test_bad_requests_get_400_with_a_json_error(client: TestClient, body: bytes, fragment: str):
+    resp = post(client, body)
+    assert resp.status_code == 400
+    assert fragment in resp.json()["error"]
+
+
+def test_body_over_3_mib_gets_413(client: TestClient):
+    resp = post(client, b" " * (MAX_BODY + 1))
+    assert resp.status_code == 413
+
+
+def test_internal_fault_is_500_with_the_uid(monkeypatch: pytest.MonkeyPatch):
+    state = make_state()
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")  # stands in for a bug in a check
+
+    monkeypatch.setattr("webhook.server.judge", broken)
+    client = TestClient(create_app(state, decision_log=DecisionLog(io.BytesIO())))
+    r = review(pod())
+    resp = post(client, r)
+    assert resp.status_code == 500
+    assert resp.json()["uid"] == r["request"]["uid"]
+
+
+def test_decision_log_holds_no_values(client: TestClient, log: io.BytesIO):
+    secret = "GPU-3f9c0a52-secret-uuid"
+    obj = pod(
+        annotations={"cdi.k8s.io/x": secret},
+        container={"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": secret}]},
+    )
+    post(client, review(obj))
+    line = log.getvalue().splitlines()[-1]
+    entry = orjson.loads(line)
+    assert secret.encode() not in line
+    assert entry["decision"] == "deny" and entry["user"] == "alice" and entry["name"] == "p"
+    assert {f["rule"] for f in entry["findings"]} == {"cdi-annotation", "visible-devices-env"}
+    assert set(entry) >= {
+        "time",
+        "uid",
+        "operation",
+        "kind",
+        "namespace",
+        "policySet",
+        "inventoryAgeSeconds",
+    }
+
+
+def test_health_ready_and_metrics(client: TestClient):
+    assert client.get("/healthz").status_code == 200
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["inventoryNodes"] == 6
+    post(client, review(pod(container={"securityContext": {"privileged": True}})))
+    text = client.get("/metrics").text
+    assert 'gpu_admission_requests_total{decision="deny",kind="Pod",operation="CREATE"}' in text
+    assert (
+        'gpu_admission_findings_total{action="deny",policy="gpu-device-injection",rule="privileged"}'
+        in text
+    )
+    assert "gpu_admission_request_duration_seconds_bucket" in text
+    assert "gpu_admission_inventory_nodes 6.0" in text
+
+
+def test_not_ready_until_the_inventory_synced():
+    state = State.start(Settings(str(ROOT / "policies")))  # no file: waits for a Node watch
+    client = TestClient(create_app(state, decision_log=DecisionLog(io.BytesIO())))
+    assert client.get("/readyz").status_code == 503
+    state.set_nodes([])
+    assert client.get("/readyz").status_code == 200
+
+
+def test_stale_inventory_downgrades_inventory_findings_to_warnings():
+    clock = [1000.0]
+    state = State.start(Settings(str(ROOT / "policies"), inventory_max_age=60))
+    state.clock = lambda: clock[0]
+    state.set_nodes(orjson.loads((ROOT / "examples/cluster/nodes.json").read_bytes())["items"])
+    clock[0] += 3600
+    client = TestClient(create_app(state, decision_log=DecisionLog(io.BytesIO())))
+    out = post(client, review(pod(limits={"nvidia.com/mig-1g.10g": 1}))).json()["response"]
+    assert out["allowed"] is True
+    assert "node inventory is 3600s old" in " ".join(w.strip() for w in out["warnings"])
+
+
+def test_policy_reload_keeps_the_last_good_set(tmp_path: Path):
+    policies = _policies_with(tmp_path, "deny")
+    state = make_state(policies)
+    digest = state.policy_set.digest
+    (policies / "gpu-slo-class.yaml").write_text("apiVersion: [broken")
+    assert state.reload_policies() is False
+    assert state.policy_set.digest == digest and "invalid YAML" in (state.policy_error or "")
+    client = TestClient(create_app(state, decision_log=DecisionLog(io.BytesIO())))
+    assert "invalid YAML" in client.get("/readyz").json()["policyReloadError"]
+    (policies / "gpu-slo-class.yaml").unlink()
+    assert state.reload_policies() is True and state.policy_error is None
+    assert len(state.policy_set.policies) == 3
