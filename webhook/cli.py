@@ -93,11 +93,13 @@ def check(
 
 # Commands that live in their own modules. One line each; keep this block last.
 def _register_commands() -> None:
+    from webhook.cli_audit import audit
     from webhook.cli_certs import certs
     from webhook.cli_serve import serve
 
     main.add_command(serve)
     main.add_command(certs)
+    main.add_command(audit)
 
 
 _register_commands()

@@ -1,0 +1,198 @@
+"""`gpu-admission audit`: a cluster or a dump judged by the policies, nothing blocked."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+import click
+
+from webhook.audit import Auditor, AuditReport, FailOn
+from webhook.auditsources import (
+    Sourced,
+    cluster_inventory,
+    from_cluster,
+    from_files,
+    workload_resources,
+)
+from webhook.cli import InputError, inventory_option, load_policies, policies_option
+from webhook.errors import GpuAdmissionError, ManifestError
+from webhook.inventory import Inventory
+from webhook.policies import PolicySet
+from webhook.progress import Progress
+from webhook.sources import read_inventory
+
+
+@click.command()
+@policies_option
+@inventory_option
+@click.option(
+    "--from",
+    "from_files",
+    multiple=True,
+    type=click.Path(allow_dash=True),
+    help="Audit a dump instead of the cluster: `kubectl get ... -o json|yaml` output, "
+    "Lists, NDJSON; a directory or - for stdin. Repeatable.",
+)
+@click.option("--context", help="kubeconfig context (live audit).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file.")
+@click.option("--namespace", "-n", help="Only this namespace (default: all).")
+@click.option("--page-size", type=click.IntRange(1, 5000), default=500, show_default=True)
+@click.option("--output", "-o", type=click.Choice(["text", "json", "policyreport"]), default="text")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["deny", "warn", "never"]),
+    default="deny",
+    show_default=True,
+    help="Exit 1 when findings of this action (or worse) exist.",
+)
+@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+def audit(
+    policies_dir: str,
+    inventory: str | None,
+    from_files: tuple[str, ...],
+    context: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    page_size: int,
+    output: str,
+    fail_on: FailOn,
+    color: bool | None,
+) -> None:
+    """Judge every workload of a cluster (or of a dump) as if it were being created.
+
+    Blocks nothing, writes nothing to the cluster. Exit 0: nothing at or above
+    --fail-on; 1: findings at or above it; 2: usage or input errors.
+    """
+    policy_set = load_policies(policies_dir)
+    progress = Progress()
+    try:
+        report = _run(
+            policy_set,
+            inventory_file=inventory,
+            from_files=from_files,
+            context=context,
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+            page_size=page_size,
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    use_colour = output == "text" and (color if color is not None else _colour_default())
+    click.echo(_render(report, output=output, colour=use_colour), nl=False, color=use_colour)
+    if output != "text":
+        for error in report.errors:
+            click.echo(f"error: {error}", err=True)
+    sys.exit(report.exit_code(fail_on))
+
+
+def _run(
+    policy_set: PolicySet,
+    *,
+    inventory_file: str | None,
+    from_files: tuple[str, ...],
+    context: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    page_size: int,
+    progress: Progress,
+) -> AuditReport:
+    notes: list[str] = []
+    errors: list[str] = []
+    if from_files:
+        inv = _file_inventory(inventory_file)
+        if inventory_file is None:
+            notes.append("no --inventory: node-dependent rules judged from resource names only")
+        objects = _guarded(from_files, namespace, errors, progress)
+    else:
+        inv, objects = _live(
+            policy_set,
+            inventory_file=inventory_file,
+            context=context,
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+            page_size=page_size,
+            notes=notes,
+            errors=errors,
+            progress=progress,
+        )
+    auditor = Auditor(policy_set, inv, errors=errors, notes=notes)
+    for item in objects:
+        auditor.add(item.obj, location=item.location)
+        progress.tick()
+    return auditor.report()
+
+
+def _file_inventory(name: str | None) -> Inventory:
+    try:
+        return read_inventory(name)
+    except GpuAdmissionError as exc:
+        raise InputError(f"inventory did not load: {exc}") from None
+
+
+def _guarded(
+    paths: tuple[str, ...], namespace: str | None, errors: list[str], progress: Progress
+) -> Iterator[Sourced]:
+    """Each file's objects; a broken file is an error, and the audit goes on."""
+    for path in paths:
+        try:
+            yield from from_files([path], namespace=namespace, stage=progress.stage)
+        except ManifestError as exc:
+            errors.append(str(exc))
+
+
+def _live(
+    policy_set: PolicySet,
+    *,
+    inventory_file: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    page_size: int,
+    notes: list[str],
+    errors: list[str],
+    progress: Progress,
+) -> tuple[Inventory, Iterator[Sourced]]:
+    from webhook.kube import api_client
+
+    try:
+        client = api_client(context=context, kubeconfig=kubeconfig)
+        if inventory_file is not None:
+            inv = _file_inventory(inventory_file)
+        else:
+            progress.stage("nodes")
+            inv = cluster_inventory(client, page_size=page_size)
+        resources = workload_resources(client, policy_set.custom_kinds, notes)
+    except GpuAdmissionError as exc:
+        raise InputError(str(exc)) from None
+    objects = from_cluster(
+        client,
+        resources=resources,
+        namespace=namespace,
+        page_size=page_size,
+        notes=notes,
+        errors=errors,
+        stage=progress.stage,
+    )
+    return inv, objects
+
+
+def _render(report: AuditReport, *, output: str, colour: bool) -> str:
+    if output == "json":
+        from webhook.audit_render import render_json
+
+        return render_json(report) + "\n"
+    if output == "policyreport":
+        from webhook.policyreport import render_policyreport
+
+        return render_policyreport(report, timestamp=int(time.time()))
+    from webhook.audit_render import render_text
+
+    return render_text(report, colour=colour)
+
+
+def _colour_default() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
