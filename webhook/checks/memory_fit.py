@@ -50,14 +50,15 @@ def _peak(pod: PodView, params: Params, amount: ResourceAmount) -> Fraction | Vi
             f"metadata, e.g. {params.label}: {EXAMPLE}.",
         )
     try:
-        mib = to_mib(raw)
+        mib: Fraction | None = to_mib(raw)
     except QuantityError:
-        mib = Fraction(-1)
-    if mib <= 0:
+        mib = None
+    if mib is None or mib <= 0:
+        what = "a Kubernetes memory quantity" if mib is None else "a positive amount of memory"
         return Violation(
             "invalid-peak-memory",
             label_path,
-            f'label {params.label}="{shown(raw)}" is not a Kubernetes memory quantity: write the '
+            f'label {params.label}="{shown(raw)}" is not {what}: write the '
             f"peak GPU memory per device with a unit, e.g. {EXAMPLE}, 11G or 12000Mi.",
         )
     return mib
