@@ -24,6 +24,7 @@ history, so resuming gives 410 Gone), `expire_continue_tokens()`, `fail_next()`,
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import select
 import socket
@@ -102,7 +103,8 @@ class FakeApiServer:
         self._watches: list[_Watch] = []
         self._failures: list[tuple[str, int, int]] = []  # (path part, status, count)
         self._token_epoch = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._batched: dict[int, tuple[_Watch, list[bytes]]] | None = None
+        self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
         self._thread = threading.Thread(
@@ -127,9 +129,9 @@ class FakeApiServer:
         from kubernetes import client
 
         config = client.Configuration(host=self.url)
-        if self.token:
-            config.api_key = {"BearerToken": self.token}
-            config.api_key_prefix = {"BearerToken": "Bearer"}
+        if self.token:  # "authorization" for kubernetes < 37, "BearerToken" since
+            bearer = f"Bearer {self.token}"
+            config.api_key = {"BearerToken": bearer, "authorization": bearer}
         return config
 
     # -- objects ------------------------------------------------------------------
@@ -159,6 +161,19 @@ class FakeApiServer:
         for obj in objs:
             self.put(key, obj)
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Changes made inside reach each watch as one chunk, as the real server sends
+        events that are queued together."""
+        self._batched = {}
+        try:
+            yield
+        finally:
+            with self._lock:
+                batched, self._batched = self._batched, None
+                for watch, lines in batched.values():
+                    watch.messages.put(b"".join(lines))
+
     def delete(
         self, key: ResourceKey, name: str, namespace: str = "", *, quiet: bool = False
     ) -> int:
@@ -187,8 +202,12 @@ class FakeApiServer:
         line = _event_line(kind, _typed(key, res.kind, obj))
         res.history.append((rv, line))
         for watch in [] if quiet else self._watches:
-            if watch.key == key:
+            if watch.key != key:
+                continue
+            if self._batched is None:
                 watch.messages.put(line)
+            else:
+                self._batched.setdefault(id(watch), (watch, []))[1].append(line)
 
     # -- watch control ------------------------------------------------------------
 
@@ -330,6 +349,13 @@ class FakeApiServer:
         with self._lock:
             if watch in self._watches:
                 self._watches.remove(watch)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients hanging up mid-stream is what the tests do on purpose
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -149,7 +149,7 @@ def test_list_errors(
 
 def test_bad_token_is_an_error(api: FakeApiServer) -> None:
     config = api.configuration()
-    config.api_key = {"BearerToken": "wrong"}
+    config.api_key = {"BearerToken": "Bearer wrong", "authorization": "Bearer wrong"}
     with k8s.ApiClient(config) as c, pytest.raises(KubeApiError) as caught:
         list(list_objects(c, resource=PODS, namespace=None))
     assert caught.value.status == 401
@@ -298,6 +298,21 @@ def test_events_are_applied(
     assert n2["metadata"]["labels"] == {"gpu": "a100"}
     assert watcher.node_count == 3
     assert len(api.list_requests("/api/v1/nodes")) == 2  # the first list only
+
+
+def test_events_that_arrive_together_make_one_change(
+    api: FakeApiServer, watching: tuple[NodeWatcher, Changes, FakeClock]
+) -> None:
+    _, changes, _ = watching
+    calls = len(changes.calls)
+
+    with api.batch():
+        api.put(NODE_KEY, node("n4"))
+        api.put(NODE_KEY, node("n5"))
+        api.delete(NODE_KEY, "n1")
+    changes.wait_for(["n2", "n3", "n4", "n5"])
+
+    assert len(changes.calls) == calls + 1
 
 
 def test_broken_stream_reconnects_and_keeps_nodes(
@@ -541,7 +556,7 @@ def test_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = api_client().configuration
 
     assert config.host == "https://10.0.0.1:443"
-    assert config.api_key["BearerToken"] == "bearer sa-token"
+    assert config.auth_settings()["BearerToken"]["value"] == "bearer sa-token"
     assert config.ssl_ca_cert == str(tmp_path / "ca.crt")
 
 

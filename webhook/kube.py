@@ -254,6 +254,7 @@ def _call(
             header_params=headers,
             auth_settings=["BearerToken"],
             _preload_content=False,
+            _return_http_data_only=True,
             _request_timeout=timeout,
         )
         return resp
