@@ -7,7 +7,7 @@ but OpenSSL copies the certificate into each connection when it is accepted, so
 calling ``load_cert_chain`` again on the *same* ``SSLContext`` serves the new
 certificate on new handshakes, while open connections finish with the old one.
 
-How the server wires it (uvicorn >= 0.5x has ``ssl_context_factory``)::
+How the server wires it (the installed uvicorn, 0.54, has ``ssl_context_factory``)::
 
     tls = ReloadingTLS(cert_file=cert, key_file=key, client_ca_file=client_ca)
     config = uvicorn.Config(app, host="0.0.0.0", port=8443,
@@ -131,7 +131,11 @@ class ReloadingTLS:
         """Check the files every ``interval`` seconds, forever; cancel to stop."""
         while True:
             await asyncio.sleep(interval)
-            self.maybe_reload()
+            try:
+                self.maybe_reload()
+            except Exception:
+                # A bug here must not end the polling and freeze the certificate.
+                log.exception("TLS certificate reload check failed")
 
     def ssl_context_factory(
         self, config: object, default: Callable[[], ssl.SSLContext]
@@ -157,12 +161,13 @@ class ReloadingTLS:
             raise self._error(f"{e.strerror}: {e.filename}") from e
 
     def _load(self, context: ssl.SSLContext, snapshot: _Snapshot) -> None:
+        # ssl.SSLError and memfd failures are OSErrors; bad ASCII is a ValueError.
         try:
             with _pem_path(snapshot.cert) as cert, _pem_path(snapshot.key) as key:
                 context.load_cert_chain(cert, key)
             if snapshot.client_ca is not None:
                 context.load_verify_locations(cadata=snapshot.client_ca.decode("ascii"))
-        except (ssl.SSLError, ValueError, UnicodeDecodeError) as e:
+        except (OSError, ValueError) as e:
             raise self._error(str(e)) from e
 
     def _failed(self, error: CertificateError, *, digest: str) -> ReloadOutcome:
