@@ -57,7 +57,9 @@ def main() -> None:
 @main.command()
 @policies_option
 @inventory_option
-@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--output", "-o", type=click.Choice(["text", "json", "sarif", "junit"]), default="text"
+)
 @click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
 @click.argument("paths", nargs=-1, required=True)
 def check(
@@ -83,6 +85,16 @@ def check(
     run = check_paths(paths, policy_set=policy_set, inventory=inv)
     if output == "json":
         click.echo(render_json(run))
+    elif output == "sarif":
+        from webhook.sarif import render_sarif
+
+        click.echo(render_sarif(run, policy_set=policy_set))
+    elif output == "junit":
+        from webhook.junit import render_check_junit
+        from webhook.sources import expand_paths
+
+        files = ["<stdin>" if f == "-" else f for f in expand_paths(paths)]
+        click.echo(render_check_junit(run, files=files))
     else:
         use_colour = (
             color if color is not None else (sys.stdout.isatty() and "NO_COLOR" not in os.environ)
