@@ -167,8 +167,8 @@ def test_expired_continue_token_raises(api: FakeApiServer, client: k8s.ApiClient
     assert len(seen) == 100
     assert caught.value.status == 410
     assert str(caught.value) == (
-        "the list of pods expired between pages (the server keeps a continue token for about "
-        "5 minutes): the caller took too long over a page; list again"
+        "the list of pods expired between pages: the server keeps a continue token for about "
+        "5 minutes and the next page was asked for later; list again"
     )
 
 
@@ -380,6 +380,21 @@ def test_bookmark_and_clean_end_resume_from_the_latest_version(
     wait_until(lambda: len(api.watch_requests("/api/v1/nodes")) == 2)
 
     assert api.watch_requests("/api/v1/nodes")[-1].query["resourceVersion"] == str(rv)
+    assert watcher.errors == 0
+
+
+def test_watches_that_end_at_once_back_off(api: FakeApiServer, client: k8s.ApiClient) -> None:
+    # timeoutSeconds=0 makes the fake end every watch at once, with no event.
+    watcher = NodeWatcher(
+        client, on_change=Changes(), backoff_initial=0.2, backoff_max=0.4, watch_timeout=0
+    )
+    watcher.start()
+    try:
+        time.sleep(1.0)
+        watches = len(api.watch_requests("/api/v1/nodes"))
+    finally:
+        watcher.stop()
+    assert 1 <= watches <= 7  # 0.1-0.2 s, then 0.2-0.4 s apart; hundreds if it spun
     assert watcher.errors == 0
 
 

@@ -311,8 +311,8 @@ def list_pages(
             if not token:
                 raise
             raise ListExpiredError(
-                f"the list of {resource} expired between pages (the server keeps a continue "
-                "token for about 5 minutes): the caller took too long over a page; list again",
+                f"the list of {resource} expired between pages: the server keeps a continue "
+                "token for about 5 minutes and the next page was asked for later; list again",
                 status=410,
             ) from None
         typed_items(page, resource)
@@ -324,7 +324,10 @@ def list_pages(
 
 
 def _get_list(client: k8s.ApiClient, path: str, query: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    page = orjson.loads(get(client, path, query).data)
+    try:
+        page = orjson.loads(get(client, path, query).data)
+    except orjson.JSONDecodeError as exc:
+        raise KubeError(f"GET {path}: the answer is not JSON ({exc})") from None
     if not isinstance(page, dict):
         raise KubeError(f"GET {path}: expected a List object, got {type(page).__name__}")
     return page
@@ -352,7 +355,8 @@ def list_objects(
 
     A custom resource the cluster does not serve (404: its CRD is not installed) yields
     nothing and appends a human-readable note to `notes`; a 404 on a built-in API group
-    is an error. Memory holds one page of `page_size` objects at a time.
+    is an error. Memory holds one page of `page_size` objects at a time. A consumer
+    that dawdles over one page for more than ~5 minutes gets `ListExpiredError`.
     """
     pages = list_pages(client, resource=resource, namespace=namespace, page_size=page_size)
     try:

@@ -141,7 +141,8 @@ class NodeWatcher:
         return delay / 2 + self._random.uniform(0, delay / 2)
 
     def _session(self) -> bool:
-        """(Re-)list if needed, then watch until the stream ends; True if it got events."""
+        """(Re-)list if needed, then watch until the stream ends; False if it made no
+        progress (no event, and ended within a second), which calls for a backoff."""
         if self._rv is None:
             self._list()
         try:
@@ -184,13 +185,16 @@ class NodeWatcher:
             if exc.status == 410:
                 raise _Gone(str(exc)) from None
             raise
+        started = time.monotonic()
         self._set_active(resp)
         try:
-            return self._read_stream(resp)
+            progressed = self._read_stream(resp)
         finally:
             self._set_active(None)
             resp.close()
             resp.release_conn()
+        # A quiet watch that ran its course is no failure; one that ends at once would spin.
+        return progressed or time.monotonic() - started >= 1.0
 
     def _read_stream(self, resp: urllib3.BaseHTTPResponse) -> bool:
         progressed = False
