@@ -107,11 +107,13 @@ def check(
 def _register_commands() -> None:
     from webhook.cli_audit import audit
     from webhook.cli_certs import certs
+    from webhook.cli_diff import diff
     from webhook.cli_serve import serve
 
     main.add_command(serve)
     main.add_command(certs)
     main.add_command(audit)
+    main.add_command(diff)
 
 
 _register_commands()

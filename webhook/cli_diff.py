@@ -1,0 +1,69 @@
+"""`gpu-admission diff`: what changing the policies does to a corpus of objects."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import click
+
+from webhook.auditsources import Sourced, from_files
+from webhook.cli import InputError, inventory_option, load_policies, policies_option
+from webhook.diffing import DiffReport, diff_objects, render_json, render_text
+from webhook.errors import GpuAdmissionError, ManifestError
+from webhook.sources import read_inventory
+
+
+@click.command()
+@click.option(
+    "--base-policies",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The policies before the change (e.g. a checkout of the base branch).",
+)
+@policies_option
+@inventory_option
+@click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
+@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+@click.argument("paths", nargs=-1, required=True)
+def diff(
+    base_policies: str,
+    policies_dir: str,
+    inventory: str | None,
+    output: str,
+    color: bool | None,
+    paths: tuple[str, ...],
+) -> None:
+    """Compare two policy sets on manifests or audit dumps (files, directories, - for stdin).
+
+    Lists objects that become denied, become allowed, or whose findings change.
+    Exit 0: nothing becomes denied; 1: something does; 2: usage or input errors.
+    """
+    base = load_policies(base_policies)
+    head = load_policies(policies_dir)
+    try:
+        inv = read_inventory(inventory)
+    except GpuAdmissionError as exc:
+        raise InputError(f"inventory did not load: {exc}") from None
+    errors: list[str] = []
+    report = diff_objects(_objects(paths, errors), base=base, head=head, inventory=inv)
+    report.errors[:0] = errors
+    _print(report, output=output, color=color)
+    sys.exit(report.exit_code)
+
+
+def _objects(paths: tuple[str, ...], errors: list[str]) -> Iterator[Sourced]:
+    for path in paths:
+        try:
+            yield from from_files([path])
+        except ManifestError as exc:
+            errors.append(str(exc))
+
+
+def _print(report: DiffReport, *, output: str, color: bool | None) -> None:
+    if output == "json":
+        click.echo(render_json(report))
+        return
+    colour = color if color is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    click.echo(render_text(report, colour=colour), color=colour)
