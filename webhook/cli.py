@@ -109,11 +109,13 @@ def _register_commands() -> None:
     from webhook.cli_certs import certs
     from webhook.cli_diff import diff
     from webhook.cli_serve import serve
+    from webhook.cli_test import test_command
 
     main.add_command(serve)
     main.add_command(certs)
     main.add_command(audit)
     main.add_command(diff)
+    main.add_command(test_command)
 
 
 _register_commands()

@@ -1,0 +1,44 @@
+"""`gpu-admission test`: run policy test suites."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from webhook.cli import default_policies
+from webhook.policies import TESTS_DIR
+from webhook.policytest_run import (
+    exit_code,
+    render_junit_results,
+    render_text,
+    run_files,
+    suite_files,
+)
+
+
+@click.command(name="test")
+@click.option("--output", "-o", type=click.Choice(["text", "junit"]), default="text")
+@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+@click.argument("paths", nargs=-1)
+def test_command(output: str, color: bool | None, paths: tuple[str, ...]) -> None:
+    """Run policy test suites (PolicyTest YAML files, or directories holding them).
+
+    Default: the suites in the policy directory's tests/. Exit 0: every case passed;
+    1: a case failed; 2: a suite is malformed or a path does not exist.
+    """
+    policies = default_policies()
+    files, errors = suite_files(paths or (str(Path(policies) / TESTS_DIR),))
+    if not files and not errors:
+        errors.append(f"no PolicyTest suites in {', '.join(paths) or policies}")
+    results = run_files(files, default_policies=policies)
+    if output == "junit":
+        click.echo(render_junit_results(results, errors))
+    else:
+        colour = (
+            color if color is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        )
+        click.echo(render_text(results, errors, colour=colour), color=colour)
+    sys.exit(exit_code(results, errors))
