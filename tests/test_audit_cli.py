@@ -241,3 +241,12 @@ def test_policyreport_round_trips_through_yaml(tmp_path: Path) -> None:
     again = list(yaml.safe_load_all(yaml.safe_dump_all(reports)))
 
     assert again == reports
+
+
+def test_from_and_context_together_is_a_usage_error(tmp_path: Path) -> None:
+    path = write_shapes(tmp_path)["kubectl.json"]
+
+    proc = gpu_admission("audit", "--from", str(path), "--context", "prod")
+
+    assert proc.returncode == 2
+    assert "--context and --kubeconfig are for a live audit, not --from" in proc.stderr

@@ -66,6 +66,8 @@ def audit(
     Blocks nothing, writes nothing to the cluster. Exit 0: nothing at or above
     --fail-on; 1: findings at or above it; 2: usage or input errors.
     """
+    if from_files and (context or kubeconfig):
+        raise click.UsageError("--context and --kubeconfig are for a live audit, not --from")
     policy_set = load_policies(policies_dir)
     progress = Progress()
     try:
