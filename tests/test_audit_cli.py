@@ -250,3 +250,15 @@ def test_from_and_context_together_is_a_usage_error(tmp_path: Path) -> None:
 
     assert proc.returncode == 2
     assert "--context and --kubeconfig are for a live audit, not --from" in proc.stderr
+
+
+def test_a_broken_file_in_a_directory_does_not_hide_the_others(tmp_path: Path) -> None:
+    (tmp_path / "dumps").mkdir()
+    (tmp_path / "dumps" / "a-broken.json").write_text('{"kind": "List", "items": [{"a": 1},]}')
+    (tmp_path / "dumps" / "b-good.json").write_text(json.dumps(pod("bad", privileged=True)))
+
+    code, body = audit_json("--from", str(tmp_path / "dumps"))
+
+    assert code == 2
+    assert [r["name"] for r in body["results"]] == ["bad"]
+    assert body["errors"][0].startswith(f"{tmp_path / 'dumps' / 'a-broken.json'}:1: invalid JSON")

@@ -14,7 +14,7 @@ import orjson
 from kubernetes import client as k8s
 
 from webhook.dumps import display_name, read_dump
-from webhook.errors import InventoryError
+from webhook.errors import InventoryError, ManifestError
 from webhook.inventory import Inventory
 from webhook.kube import (
     BUILTIN_WORKLOADS,
@@ -46,16 +46,23 @@ def _no_stage(what: str) -> None:
 
 
 def from_files(
-    paths: Sequence[str], *, namespace: str | None = None, stage: Stage = _no_stage
+    paths: Sequence[str],
+    *,
+    errors: list[str],
+    namespace: str | None = None,
+    stage: Stage = _no_stage,
 ) -> Iterator[Sourced]:
-    """Objects of dump files (directories walked); ManifestError on a broken file."""
+    """Objects of dump files (directories walked). A file that breaks off is recorded in
+    `errors` and the next file is read: one bad file must not hide the others."""
     for name in expand_paths(paths):
         source = display_name(name)
         stage(source)
-        for item in read_dump(name):
-            if namespace is not None and _namespace(item.value) != namespace:
-                continue
-            yield Sourced(item.value, f"{source}:{item.line}")
+        try:
+            for item in read_dump(name):
+                if namespace is None or _namespace(item.value) == namespace:
+                    yield Sourced(item.value, f"{source}:{item.line}")
+        except ManifestError as exc:
+            errors.append(str(exc))
 
 
 def _namespace(obj: Any) -> str | None:

@@ -14,11 +14,11 @@ from webhook.auditsources import (
     Sourced,
     cluster_inventory,
     from_cluster,
-    from_files,
     workload_resources,
 )
+from webhook.auditsources import from_files as files_source
 from webhook.cli import InputError, inventory_option, load_policies, policies_option
-from webhook.errors import GpuAdmissionError, ManifestError
+from webhook.errors import GpuAdmissionError
 from webhook.inventory import Inventory
 from webhook.policies import PolicySet
 from webhook.progress import Progress
@@ -108,7 +108,7 @@ def _run(
         inv = _file_inventory(inventory_file)
         if inventory_file is None:
             notes.append("no --inventory: node-dependent rules judged from resource names only")
-        objects = _guarded(from_files, namespace, errors, progress)
+        objects = files_source(from_files, errors=errors, namespace=namespace, stage=progress.stage)
     else:
         inv, objects = _live(
             policy_set,
@@ -133,17 +133,6 @@ def _file_inventory(name: str | None) -> Inventory:
         return read_inventory(name)
     except GpuAdmissionError as exc:
         raise InputError(f"inventory did not load: {exc}") from None
-
-
-def _guarded(
-    paths: tuple[str, ...], namespace: str | None, errors: list[str], progress: Progress
-) -> Iterator[Sourced]:
-    """Each file's objects; a broken file is an error, and the audit goes on."""
-    for path in paths:
-        try:
-            yield from from_files([path], namespace=namespace, stage=progress.stage)
-        except ManifestError as exc:
-            errors.append(str(exc))
 
 
 def _live(

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 
 import click
 
-from webhook.auditsources import Sourced, from_files
+from webhook.auditsources import from_files
 from webhook.cli import InputError, inventory_option, load_policies, policies_option
 from webhook.diffing import DiffReport, diff_objects, render_json, render_text
-from webhook.errors import GpuAdmissionError, ManifestError
+from webhook.errors import GpuAdmissionError
 from webhook.sources import read_inventory
 
 
@@ -47,18 +46,11 @@ def diff(
     except GpuAdmissionError as exc:
         raise InputError(f"inventory did not load: {exc}") from None
     errors: list[str] = []
-    report = diff_objects(_objects(paths, errors), base=base, head=head, inventory=inv)
+    objects = from_files(paths, errors=errors)
+    report = diff_objects(objects, base=base, head=head, inventory=inv)
     report.errors[:0] = errors
     _print(report, output=output, color=color)
     sys.exit(report.exit_code)
-
-
-def _objects(paths: tuple[str, ...], errors: list[str]) -> Iterator[Sourced]:
-    for path in paths:
-        try:
-            yield from from_files([path])
-        except ManifestError as exc:
-            errors.append(str(exc))
 
 
 def _print(report: DiffReport, *, output: str, color: bool | None) -> None:
