@@ -1,20 +1,19 @@
-"""Where an audit's objects come from: dump files, or a live cluster through paged lists.
+"""A live cluster as an audit's source: workload kinds to list, paged lists, Nodes.
 
-Both yield plain dicts one at a time, so an audit holds one page (or one object of a
-file) at once, however large the cluster.
+Objects come one at a time, so an audit holds one page at once, however large the
+cluster. (Dump files are read by `webhook.dumps`.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
 from kubernetes import client as k8s
 
-from webhook.dumps import display_name, read_dump
-from webhook.errors import InventoryError, ManifestError
+from webhook.dumps import Sourced, Stage, no_stage
+from webhook.errors import InventoryError
 from webhook.inventory import Inventory
 from webhook.kube import (
     BUILTIN_WORKLOADS,
@@ -26,48 +25,7 @@ from webhook.kube import (
     get,
     list_objects,
 )
-from webhook.sources import expand_paths
 from webhook.workloads import TemplateRule
-
-
-@dataclass(frozen=True, slots=True)
-class Sourced:
-    """An object to audit and where it came from ("file:line", or "" when live)."""
-
-    obj: Any
-    location: str
-
-
-Stage = Callable[[str], None]
-
-
-def _no_stage(what: str) -> None:
-    pass
-
-
-def from_files(
-    paths: Sequence[str],
-    *,
-    errors: list[str],
-    namespace: str | None = None,
-    stage: Stage = _no_stage,
-) -> Iterator[Sourced]:
-    """Objects of dump files (directories walked). A file that breaks off is recorded in
-    `errors` and the next file is read: one bad file must not hide the others."""
-    for name in expand_paths(paths):
-        source = display_name(name)
-        stage(source)
-        try:
-            for item in read_dump(name):
-                if namespace is None or _namespace(item.value) == namespace:
-                    yield Sourced(item.value, f"{source}:{item.line}")
-        except ManifestError as exc:
-            errors.append(str(exc))
-
-
-def _namespace(obj: Any) -> str | None:
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    return str(meta.get("namespace") or "") if isinstance(meta, Mapping) else None
 
 
 def workload_resources(
@@ -120,7 +78,7 @@ def from_cluster(
     page_size: int,
     notes: list[str],
     errors: list[str],
-    stage: Stage = _no_stage,
+    stage: Stage = no_stage,
 ) -> Iterator[Sourced]:
     """Every object of `resources`, page by page; a failing resource type is recorded
     in `errors` and the audit goes on with the next one."""

@@ -10,14 +10,9 @@ from collections.abc import Iterator
 import click
 
 from webhook.audit import Auditor, AuditReport, FailOn
-from webhook.auditsources import (
-    Sourced,
-    cluster_inventory,
-    from_cluster,
-    workload_resources,
-)
-from webhook.auditsources import from_files as files_source
 from webhook.cli import InputError, inventory_option, load_policies, policies_option
+from webhook.dumps import Sourced
+from webhook.dumps import from_files as files_source
 from webhook.errors import GpuAdmissionError
 from webhook.inventory import Inventory
 from webhook.policies import PolicySet
@@ -147,6 +142,8 @@ def _live(
     errors: list[str],
     progress: Progress,
 ) -> tuple[Inventory, Iterator[Sourced]]:
+    # The kubernetes client takes a while to import: only a live audit pays for it.
+    from webhook.auditsources import cluster_inventory, from_cluster, workload_resources
     from webhook.kube import api_client
 
     try:

@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from webhook.auditsources import from_files
 from webhook.cli import InputError, inventory_option, load_policies, policies_option
 from webhook.diffing import DiffReport, diff_objects, render_json, render_text
+from webhook.dumps import from_files
 from webhook.errors import GpuAdmissionError
 from webhook.sources import read_inventory
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import click
 import orjson
 
-from webhook.auditsources import Sourced
+from webhook.dumps import Sourced
 from webhook.engine import Decision, Finding, Subject, evaluate
 from webhook.inventory import Inventory
 from webhook.policies import PolicySet

@@ -9,15 +9,55 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import IO
+from dataclasses import dataclass
+from typing import IO, Any
 
 from webhook.errors import ManifestError
 from webhook.jsonstream import JsonItem, JsonStream
+from webhook.sources import expand_paths
 from webhook.yamlstream import yaml_items
 
 _SNIFF = 4096
+Stage = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Sourced:
+    """An object to judge and where it came from ("file:line", or "" from a live API)."""
+
+    obj: Any
+    location: str
+
+
+def no_stage(what: str) -> None:
+    pass
+
+
+def from_files(
+    paths: Sequence[str],
+    *,
+    errors: list[str],
+    namespace: str | None = None,
+    stage: Stage = no_stage,
+) -> Iterator[Sourced]:
+    """Objects of dump files (directories walked). A file that breaks off is recorded in
+    `errors` and the next file is read: one bad file must not hide the others."""
+    for name in expand_paths(paths):
+        source = display_name(name)
+        stage(source)
+        try:
+            for item in read_dump(name):
+                if namespace is None or _namespace(item.value) == namespace:
+                    yield Sourced(item.value, f"{source}:{item.line}")
+        except ManifestError as exc:
+            errors.append(str(exc))
+
+
+def _namespace(obj: Any) -> str | None:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return str(meta.get("namespace") or "") if isinstance(meta, Mapping) else None
 
 
 def read_dump(name: str) -> Iterator[JsonItem]:
