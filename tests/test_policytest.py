@@ -97,7 +97,7 @@ def test_inventory_inline_per_case_and_null(tmp_path: Path) -> None:
         "spec": {"containers": [{"name": "m", "resources": {"limits": {"nvidia.com/gpu": 1}}}]},
     }
     inline = {"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "cpu-only"}}]}
-    cases = [
+    cases: list[dict[str, Any]] = [
         {"name": "no nodes have GPUs", "object": gpu_pod, "inventory": inline,
          "expect": {"outcome": "deny", "rules": ["gpu-resource-names/unknown-resource"]}},
         {"name": "unknown inventory", "object": gpu_pod, "inventory": None,
