@@ -121,7 +121,9 @@ def run_worker(options: ServeOptions, sock: socket.socket, state: State | None =
         log_level="warning",
         access_log=False,
         timeout_keep_alive=30,
-        timeout_graceful_shutdown=20,
+        # No admission call outlives the webhook timeout (3 s); idle TLS connections whose
+        # peers never answer close_notify must not hold the exit longer than this.
+        timeout_graceful_shutdown=5,
         lifespan="on",
     )
     uvicorn.Server(config).run(sockets=[sock])
