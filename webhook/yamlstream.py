@@ -27,8 +27,11 @@ from yaml.resolver import Resolver
 from webhook.errors import ManifestError
 from webhook.jsonstream import JsonItem
 
-_Parser: Any = getattr(yaml, "CParser", None)  # libyaml's event parser
-if _Parser is None:  # pragma: no cover - wheels for CPython ship libyaml
+try:  # libyaml's event parser (yaml.cyaml uses it but does not export it)
+    from yaml._yaml import CParser as _CParser
+
+    _Parser: Any = _CParser
+except ImportError:  # pragma: no cover - wheels for CPython ship libyaml
     from yaml.parser import Parser as _PyParser
     from yaml.reader import Reader
     from yaml.scanner import Scanner
