@@ -160,6 +160,8 @@ def test_exempt_namespace_is_not_judged(client: TestClient):
         (b"", "not valid JSON"),
         (b"{", "not valid JSON"),
         (b"[]", "JSON object"),
+        (b"[" * 100_000, "not valid JSON"),
+        (b'{"n": NaN}', "not valid JSON"),
         (b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}', "apiVersion"),
         (
             orjson.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),

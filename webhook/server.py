@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import sys
 import time
@@ -98,6 +99,19 @@ async def read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+def parse_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # orjson stops at 64-bit integers; JSON itself does not. The stdlib reads the
+        # rest (NaN and Infinity are not JSON, so they stay errors).
+        return json.loads(body, parse_constant=_reject_constant)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def _error(status: int, message: str, uid: str | None = None) -> Response:
     body: dict[str, Any] = {"error": message, "code": status}
     if uid:
@@ -122,8 +136,8 @@ def create_app(
         except TimeoutError:
             return _error(408, f"request body not received within {BODY_TIMEOUT:.0f}s")
         try:
-            req = parse_review(orjson.loads(body))
-        except orjson.JSONDecodeError as exc:
+            req = parse_review(parse_json(body))
+        except (ValueError, RecursionError) as exc:
             return _error(400, f"body is not valid JSON: {exc}")
         except ReviewError as exc:
             return _error(400, f"not a valid AdmissionReview: {exc}")
