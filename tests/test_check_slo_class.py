@@ -136,11 +136,21 @@ def test_sharing_mode_not_accepted(
     )
 
 
-def test_sharing_mode_message_names_the_pinning_label() -> None:
-    (message,) = messages(run(POLICY, pod(gpu(), labels=LS, tolerations=TOLERATE), cluster()))
+@pytest.mark.parametrize(
+    ("tolerations", "tail"),
+    [
+        (TOLERATE, "."),
+        # The exclusive nodes are tainted: pinning alone would leave the pod Pending.
+        ([], " and tolerate nvidia.com/gpu=present:NoSchedule."),
+    ],
+)
+def test_sharing_mode_message_names_the_pinning_label(
+    tolerations: list[dict[str, str]], tail: str
+) -> None:
+    (message,) = messages(run(POLICY, pod(gpu(), labels=LS, tolerations=tolerations), cluster()))
     assert message.endswith(
         "Request a MIG resource (nvidia.com/mig-<profile>) or exclusive GPUs, or pin the pod "
-        "with nodeSelector nvidia.com/gpu.sharing-strategy: none."
+        "with nodeSelector nvidia.com/gpu.sharing-strategy: none" + tail
     )
 
 

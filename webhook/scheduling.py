@@ -44,11 +44,22 @@ def rejection(spec: Mapping[str, Any], node: Node) -> str | None:
         terms = as_list(affinity.get("nodeSelectorTerms"))
         if not any(_term_matches(as_dict(t), node) for t in terms):
             return "required node affinity"
+    taints = untolerated_taints(spec, node)
+    return f"taint {taint_text(taints[0])}" if taints else None
+
+
+def untolerated_taints(spec: Mapping[str, Any], node: Node) -> tuple[Taint, ...]:
+    """The node's NoSchedule/NoExecute taints that the pod does not tolerate."""
     tolerations = [as_dict(t) for t in as_list(spec.get("tolerations"))]
-    for taint in node.taints:
-        if taint.effect in _HARD_EFFECTS and not any(_tolerates(t, taint) for t in tolerations):
-            return f"taint {taint.key}={taint.value}:{taint.effect}"
-    return None
+    return tuple(
+        taint
+        for taint in node.taints
+        if taint.effect in _HARD_EFFECTS and not any(_tolerates(t, taint) for t in tolerations)
+    )
+
+
+def taint_text(taint: Taint) -> str:
+    return f"{taint.key}={taint.value}:{taint.effect}"
 
 
 def _term_matches(term: Mapping[str, Any], node: Node) -> bool:

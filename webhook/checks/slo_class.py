@@ -12,7 +12,12 @@ from webhook import mig_catalog
 from webhook.checks import Check, CheckParams, Violation
 from webhook.checks._text import listing, matches_any, shown
 from webhook.inventory import Inventory, Offer, SharingMode
-from webhook.scheduling import candidate_offers, pinning_selector
+from webhook.scheduling import (
+    candidate_offers,
+    pinning_selector,
+    taint_text,
+    untolerated_taints,
+)
 from webhook.workloads import PodView, ResourceAmount
 
 ALL_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "time-slicing", "mps")
@@ -37,7 +42,9 @@ def _mode_text(offer: Offer) -> str:
     return offer.sharing
 
 
-def _fix(accepted: tuple[SharingMode, ...], bad: list[Offer], inventory: Inventory) -> str:
+def _fix(
+    pod: PodView, accepted: tuple[SharingMode, ...], bad: list[Offer], inventory: Inventory
+) -> str:
     # Nodes anywhere that offer the same resource in an accepted mode: the pod's own
     # constraints may be what keeps it off them, so they are not limited to candidates.
     good_nodes = [
@@ -52,6 +59,14 @@ def _fix(accepted: tuple[SharingMode, ...], bad: list[Offer], inventory: Invento
     text = f"Request {' or '.join(options)}" if options else "Request another resource"
     if pin is not None:
         text += f", or pin the pod with nodeSelector {pin[0]}: {pin[1]}"
+        # The pinned nodes may be tainted (dedicated GPU pools usually are): a pin
+        # without the toleration would leave the pod Pending.
+        pinned = [n for n in good_nodes if n.labels.get(pin[0]) == pin[1]]
+        taints = dict.fromkeys(
+            taint_text(t) for n in pinned for t in untolerated_taints(pod.spec, n)
+        )
+        if taints:
+            text += f" and tolerate {listing(list(taints))}"
     return text + "."
 
 
@@ -75,7 +90,7 @@ def _judge(
                 amount.path,
                 f"the pod is {slo} ({params.label}), which accepts only {_modes(accepted)} GPUs, "
                 f"but {where}, which is {_mode_text(bad[0])} on node {nodes}, where it can land: "
-                f"{why}. {_fix(accepted, bad, inventory)}",
+                f"{why}. {_fix(pod, accepted, bad, inventory)}",
             )
         return
     # No inventory: only the name speaks. `.shared` is time-sliced or MPS by construction.
