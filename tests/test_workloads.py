@@ -226,11 +226,10 @@ def test_known_kinds_without_templates_yield_no_views(workload: dict[str, Any]) 
 
 
 def test_odd_template_metadata_does_not_break_extraction() -> None:
-    workload = obj(
-        "apps/v1", "Deployment", {"template": {"metadata": {"labels": {"n": 1, "b": True}}}}
-    )
+    labels = {"n": 1, "b": True, "empty": None}  # `empty:` with no value is "" in Kubernetes
+    workload = obj("apps/v1", "Deployment", {"template": {"metadata": {"labels": labels}}})
     (view,) = views(workload) or []
-    assert view.labels == {"n": "1", "b": "True"}
+    assert view.labels == {"n": "1", "b": "True", "empty": ""}
     assert view.spec == {}
     assert view.containers == ()
 

@@ -219,6 +219,8 @@ def api_group(api_version: object) -> str:
 
 
 def as_dict(value: object) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the cost of an ABC check
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -229,4 +231,7 @@ def as_list(value: object) -> list[Any]:
 def str_map(value: object) -> dict[str, str]:
     if not isinstance(value, Mapping):
         return {}
-    return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
+    # A null value (`key:` with nothing after it) decodes to "" in Kubernetes, not "None".
+    return {
+        str(k): v if isinstance(v, str) else "" if v is None else str(v) for k, v in value.items()
+    }
