@@ -1,0 +1,317 @@
+"""Load benchmark of `gpu-admission serve --workers 1` beside a bare starlette+uvicorn endpoint.
+
+Both serve the same certificate (made by `gpu-admission certs`) and get the same
+AdmissionReview: a realistic GPU Pod with a MIG request and the memory/SLO labels, which
+the shipped policies ALLOW. `wrk` drives each with 16 connections, first a short warmup,
+then the measured run. Prints a markdown table: requests/s, p50/p99 latency, errors, and
+the ratio of the webhook to the bare endpoint. Not a test: it prints numbers.
+
+    python bench/serve_load.py [--duration 15] [--warmup 3] [--connections 16] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LUA = r"""
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
+wrk.body = f:read("*a")
+f:close()
+
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    'BENCH {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, "max_us": %d, ' ..
+    '"connect": %d, "read": %d, "write": %d, "status": %d, "timeout": %d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    latency.max, e.connect, e.read, e.write, e.status, e.timeout))
+end
+"""
+
+
+def gpu_pod() -> dict[str, Any]:
+    """A training Pod as a Job controller would create it: one MIG slice, labelled."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "resnet-train-7f9c8-0",
+            "namespace": "ml",
+            "generateName": "resnet-train-7f9c8-",
+            "labels": {
+                "app.kubernetes.io/name": "resnet-train",
+                "app.kubernetes.io/part-of": "vision",
+                "team": "ml-platform",
+                "batch.kubernetes.io/job-name": "resnet-train",
+                "gpu-admission.io/peak-memory": "30Gi",
+                "gpu-admission.io/slo-class": "batch",
+            },
+            "annotations": {"kubectl.kubernetes.io/default-container": "trainer"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "resnet-train",
+                    "uid": "5b0c3f7e-9d1a-4a1e-8f0b-2f4d0c1e9a77",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": "trainer",
+            "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            ],
+            "initContainers": [
+                {
+                    "name": "fetch-data",
+                    "image": "registry.example.com/tools/fetch:1.4",
+                    "args": ["--src", "s3://datasets/imagenet", "--dst", "/data"],
+                    "resources": {
+                        "requests": {"cpu": "500m", "memory": "512Mi"},
+                        "limits": {"cpu": "1", "memory": "1Gi"},
+                    },
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                }
+            ],
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                    "command": ["torchrun", "--nproc_per_node=1", "train.py"],
+                    "args": ["--epochs", "90", "--batch-size", "256", "--data", "/data"],
+                    "env": [
+                        {"name": "NCCL_DEBUG", "value": "WARN"},
+                        {"name": "OMP_NUM_THREADS", "value": "4"},
+                        {
+                            "name": "POD_NAME",
+                            "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+                        },
+                    ],
+                    "ports": [{"name": "metrics", "containerPort": 9090}],
+                    "resources": {
+                        "requests": {
+                            "cpu": "4",
+                            "memory": "32Gi",
+                            "nvidia.com/mig-3g.40gb": "1",
+                        },
+                        "limits": {
+                            "cpu": "8",
+                            "memory": "48Gi",
+                            "nvidia.com/mig-3g.40gb": "1",
+                        },
+                    },
+                    "volumeMounts": [
+                        {"name": "data", "mountPath": "/data"},
+                        {"name": "dshm", "mountPath": "/dev/shm"},
+                    ],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "runAsNonRoot": True,
+                        "runAsUser": 1000,
+                    },
+                }
+            ],
+            "volumes": [
+                {"name": "data", "emptyDir": {"sizeLimit": "100Gi"}},
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+            ],
+        },
+    }
+
+
+def review() -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "resnet-train-7f9c8-0",
+            "namespace": "ml",
+            "operation": "CREATE",
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:job-controller",
+                "uid": "0b6d2f1e-3c4a-4f5e-9a8b-7c6d5e4f3a2b",
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+            },
+            "object": gpu_pod(),
+            "oldObject": None,
+            "dryRun": False,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+        },
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], err: Path) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        try:
+            if httpx.get(url + "/readyz", verify=False, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{url} did not get ready:\n{err.read_text()}")
+
+
+def check_allowed(url: str, body: bytes) -> None:
+    uid = json.loads(body)["request"]["uid"]
+    r = httpx.post(
+        url + "/validate",
+        content=body,
+        headers={"content-type": "application/json"},
+        verify=False,
+        timeout=5,
+    )
+    r.raise_for_status()
+    response = r.json()["response"]
+    if response["uid"] != uid or response["allowed"] is not True:
+        raise SystemExit(f"{url}: the payload is not allowed: {response}")
+
+
+def wrk(url: str, env: dict[str, str], lua: Path, seconds: int, args: argparse.Namespace) -> Any:
+    cmd = [
+        "wrk",
+        f"-t{args.threads}",
+        f"-c{args.connections}",
+        f"-d{seconds}s",
+        "--timeout",
+        "5s",
+        "-s",
+        str(lua),
+        url + "/validate",
+    ]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    [line] = [ln for ln in out.splitlines() if ln.startswith("BENCH ")]
+    result = json.loads(line.removeprefix("BENCH "))
+    result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    result["errors"] = sum(result[k] for k in ("connect", "read", "write", "status", "timeout"))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=15, help="seconds measured per target")
+    parser.add_argument("--warmup", type=int, default=3, help="seconds of warmup per target")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1, help="wrk threads")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk not found (apt-get install -y wrk)")
+
+    work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    tls = work / "tls"
+    subprocess.run(
+        [sys.executable, "-m", "webhook", "certs", "--service", "gpu-admission",
+         "--namespace", "gpu-admission-system", "--out", str(tls)],
+        check=True, stdout=subprocess.DEVNULL, cwd=ROOT,
+    )  # fmt: skip
+    body_file = work / "review.json"
+    body_file.write_bytes(json.dumps(review()).encode())
+    size = body_file.stat().st_size
+    lua = work / "post.lua"
+    lua.write_text(LUA)
+    env = {**os.environ, "BENCH_BODY": str(body_file)}
+
+    serve_port, bare_port = free_port(), free_port()
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    targets = {
+        "gpu-admission serve --workers 1": (
+            serve_port,
+            [sys.executable, "-m", "webhook", "serve", "--workers", "1",
+             "--host", "127.0.0.1", "--port", str(serve_port),
+             "--inventory", str(ROOT / "examples/cluster/nodes.json"),
+             "--tls-cert-file", str(tls / "tls.crt"), "--tls-key-file", str(tls / "tls.key")],
+        ),
+        "bare starlette+uvicorn": (
+            bare_port,
+            [sys.executable, str(ROOT / "bench/bare_endpoint.py"), "--port", str(bare_port),
+             "--cert", str(tls / "tls.crt"), "--key", str(tls / "tls.key")],
+        ),
+    }  # fmt: skip
+    results: dict[str, Any] = {}
+    try:
+        for i, (name, (_port, cmd)) in enumerate(targets.items()):
+            # Files, not pipes: the decision log would fill an unread pipe and stall serve.
+            procs[name] = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                stdout=(work / f"{i}.out").open("wb"),
+                stderr=(work / f"{i}.err").open("wb"),
+            )
+        for i, (name, (port, _)) in enumerate(targets.items()):
+            url = f"https://127.0.0.1:{port}"
+            wait_ready(url, procs[name], work / f"{i}.err")
+            check_allowed(url, body_file.read_bytes())
+        for name, (port, _) in targets.items():
+            url = f"https://127.0.0.1:{port}"
+            print(f"# {name}: warmup {args.warmup}s, run {args.duration}s", file=sys.stderr)
+            wrk(url, env, lua, args.warmup, args)
+            results[name] = wrk(url, env, lua, args.duration, args)
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    serve, bare = results.values()
+    ratio = serve["rps"] / bare["rps"]
+    print(
+        f"{args.connections} connections, wrk -t{args.threads}, {args.duration} s after "
+        f"{args.warmup} s warmup, TLS, {size} byte"
+        f" AdmissionReview (GPU Pod, MIG 3g.40gb, allowed); {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}\n"
+    )
+    print("| endpoint | requests/s | p50 (ms) | p99 (ms) | errors |")
+    print("|---|---:|---:|---:|---:|")
+    for name, r in results.items():
+        print(
+            f"| {name} | {r['rps']:.0f} | {r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} "
+            f"| {r['errors']} |"
+        )
+    print(f"\nratio (serve / bare requests/s): **{ratio:.2f}x** (aim >= 0.75x)")
+    ok = ratio >= 0.75 and serve["p99_us"] <= 5000 and serve["errors"] == 0
+    print(f"aim met: {'yes' if ok else 'no'} (>= 0.75x, p99 <= 5 ms, 0 errors)")
+
+
+if __name__ == "__main__":
+    main()
