@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from pathlib import Path as FsPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from webhook.checks import Check, CheckParams, registry
+from webhook.checks._text import glob_matcher
 from webhook.errors import ManifestError, PolicyError
 from webhook.workloads import TemplateRule
 from webhook.yamlsource import Document, iter_documents
@@ -71,9 +71,9 @@ class Match(_Strict):
     def matches_object(self, kind: str, namespace: str) -> bool:
         if self.kinds and kind not in self.kinds and "*" not in self.kinds:
             return False
-        if self.namespaces and not any(fnmatchcase(namespace, g) for g in self.namespaces):
+        if self.namespaces and not glob_matcher(tuple(self.namespaces))(namespace):
             return False
-        return not any(fnmatchcase(namespace, g) for g in self.excludedNamespaces)
+        return not glob_matcher(tuple(self.excludedNamespaces))(namespace)
 
 
 class PolicySpec(_Strict):

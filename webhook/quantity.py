@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from functools import lru_cache
 
 from webhook.errors import QuantityError
 
@@ -32,6 +33,17 @@ MIB = 2**20
 
 def parse_quantity(value: object) -> Fraction:
     """The exact value of a quantity given as a string or a YAML number."""
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return _cached(value)  # pod after pod asks for "1" or 8: parse each spelling once
+    return _parse(value)
+
+
+@lru_cache(maxsize=4096)
+def _cached(value: str | int) -> Fraction:
+    return _parse(value)
+
+
+def _parse(value: object) -> Fraction:
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is a boolean, not a quantity")
     if isinstance(value, int):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from fnmatch import fnmatchcase
+import fnmatch
+import re
+from collections.abc import Callable, Iterable
+from functools import lru_cache
 
 
 def shown(value: object, limit: int = 40) -> str:
@@ -20,8 +22,17 @@ def listing(items: Iterable[str], limit: int = 3) -> str:
     return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
 
 
-def matches_any(name: str, patterns: Iterable[str]) -> bool:
-    return any(fnmatchcase(name, p) for p in patterns)
+def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
+    return glob_matcher(patterns)(name)
+
+
+@lru_cache(maxsize=256)
+def glob_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """One compiled regex for a tuple of globs: the admission path calls this per request."""
+    if not patterns:
+        return lambda name: False
+    regex = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+    return lambda name: regex.match(name) is not None
 
 
 def plural(n: int, word: str) -> str:

@@ -112,14 +112,22 @@ def _suggestion(
     return f"Request {best[1]} ({int(best[0])} MiB per device) instead."
 
 
+class _Needs:
+    """`needs 12 GiB (12288 MiB) per device (label=12Gi)`, formatted only for a message."""
+
+    def __init__(self, peak: Fraction, label: str, declared: str) -> None:
+        self.peak, self.label, self.declared = peak, label, declared
+
+    def __str__(self) -> str:
+        return f"needs {format_mib(self.peak)} per device ({self.label}={shown(self.declared)})"
+
+
 def _judge(
     pod: PodView, amount: ResourceAmount, peak: Fraction, inventory: Inventory, params: Params
 ) -> Iterator[Violation]:
     resource = amount.resource
     offers = _offers(pod, resource, inventory)
-    needs = (
-        f"needs {format_mib(peak)} per device ({params.label}={shown(pod.labels[params.label])})"
-    )
+    needs = _Needs(peak, params.label, pod.labels[params.label])
     if not offers:
         # With an inventory, no offer means no node can take the pod: resource-names
         # reports that. The catalog speaks only when there is no inventory at all.
@@ -154,7 +162,7 @@ def _judge(
 
 
 def _judge_by_catalog(
-    pod: PodView, amount: ResourceAmount, peak: Fraction, needs: str
+    pod: PodView, amount: ResourceAmount, peak: Fraction, needs: _Needs
 ) -> Iterator[Violation]:
     # No inventory (a PR check without --inventory): MIG names still say enough.
     profile = mig_catalog.profile_for_resource(amount.resource)
