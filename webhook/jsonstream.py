@@ -32,7 +32,7 @@ from webhook.errors import ManifestError
 CHUNK = 1 << 20  # characters read at a time
 _LONGEST_INDENT = 256  # kept before a value when the buffer is cut, for the indent test
 _LONGEST_PRETTY = 64 << 20  # past this, an element is left to the exact scanner
-_WHITESPACE = " \t\r\n"
+_NON_BLANK = re.compile(r"[^ \t\r\n]")
 _CLOSERS = {"{": "}", "[": "]"}
 _decoder = json.JSONDecoder()
 
@@ -111,12 +111,11 @@ class JsonStream:
     def _skip_ws(self) -> bool:
         """Move to the next non-blank character; False at the end of input."""
         while True:
-            buf, pos = self._buf, self._pos
-            while pos < len(buf) and buf[pos] in _WHITESPACE:
-                pos += 1
-            self._pos = pos
-            if pos < len(buf):
+            found = _NON_BLANK.search(self._buf, self._pos)
+            if found is not None:
+                self._pos = found.start()
                 return True
+            self._pos = len(self._buf)
             if not self._more():
                 return False
 
