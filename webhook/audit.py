@@ -111,7 +111,7 @@ class Auditor:
     _kinds: Counter[str] = field(default_factory=Counter)
     _records: list[_Record] = field(default_factory=list)
     _owners: dict[str, _Owner] = field(default_factory=dict)
-    _passing_pods: Counter[tuple[str, str]] = field(default_factory=Counter)
+    _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
     _interned: dict[Finding, Finding] = field(default_factory=dict)
     _matching: dict[tuple[str, str], PolicySet] = field(default_factory=dict)
 
@@ -122,26 +122,33 @@ class Auditor:
             self._skipped["without apiVersion/kind"] += 1
             return
         self._kinds[kind] += 1
-        ref, owner = _identify(obj, api_version, kind)
+        meta = as_dict(obj.get("metadata"))
+        namespace = str(meta.get("namespace") or "")
+        owner = _controller_uid(meta)
         is_pod = kind == "Pod" and api_version == "v1"
-        if not is_pod and ref.uid:
+        if not is_pod and meta.get("uid"):
+            ref = _ref(meta, api_version, kind, namespace)
             self._owners[ref.uid] = _Owner(ref, owner, location)
-        findings = self._evaluate(obj, ref, location)
+        findings = self._evaluate(obj, namespace, location)
         if findings is None:
             return
-        if is_pod and not findings:
-            self._passing_pods[(ref.namespace, owner)] += 1
+        if is_pod and not findings:  # the common case, kept cheap: only counted
+            key = (namespace, owner)
+            self._passing_pods[key] = self._passing_pods.get(key, 0) + 1
         else:
+            ref = _ref(meta, api_version, kind, namespace)
             self._records.append(_Record(ref, owner, findings, location))
 
     def _evaluate(
-        self, obj: Mapping[str, Any], ref: ObjectRef, location: str
+        self, obj: Mapping[str, Any], namespace: str, location: str
     ) -> tuple[Finding, ...] | None:
+        kind = str(obj["kind"])
         try:
-            policies = self._policies_for(ref.kind, ref.namespace)
-            decision = evaluate(policies, Subject(obj, ref.namespace), self.inventory)
+            policies = self._policies_for(kind, namespace)
+            decision = evaluate(policies, Subject(obj, namespace), self.inventory)
         except Exception as exc:  # a bug on one object must not end the audit
             where = f"{location}: " if location else ""
+            ref = _ref(as_dict(obj.get("metadata")), str(obj["apiVersion"]), kind, namespace)
             self.errors.append(
                 f"{where}internal error while evaluating {ref}: {type(exc).__name__}: {exc}"
             )
@@ -150,6 +157,8 @@ class Auditor:
             self._skipped[decision.skipped] += 1
             return None
         self._evaluated += 1
+        if not decision.findings:
+            return ()
         return tuple(self._interned.setdefault(f, f) for f in decision.findings)
 
     def _policies_for(self, kind: str, namespace: str) -> PolicySet:
@@ -243,13 +252,9 @@ class _Folding:
         return passed
 
 
-def _identify(obj: Mapping[str, Any], api_version: str, kind: str) -> tuple[ObjectRef, str]:
-    meta = as_dict(obj.get("metadata"))
+def _ref(meta: Mapping[str, Any], api_version: str, kind: str, namespace: str) -> ObjectRef:
     name = meta.get("name") or meta.get("generateName") or ""
-    ref = ObjectRef(
-        api_version, kind, str(meta.get("namespace") or ""), str(name), str(meta.get("uid") or "")
-    )
-    return ref, _controller_uid(meta)
+    return ObjectRef(api_version, kind, namespace, str(name), str(meta.get("uid") or ""))
 
 
 def _controller_uid(meta: Mapping[str, Any]) -> str:
