@@ -241,7 +241,7 @@ def test_containers_in_order_with_paths_and_labels() -> None:
         "ephemeralContainers": [container("debugger")],
     }
     (view,) = views({"apiVersion": "v1", "kind": "Pod", "spec": spec}) or []
-    found = [(c.field, c.index, c.path, c.label, c.is_sidecar) for c in view.containers]
+    found = [(c.field, c.position, c.path, c.label, c.is_sidecar) for c in view.containers]
     assert found == [
         ("initContainers", 0, ("spec", "initContainers", 0), 'init container "fetch"', False),
         ("initContainers", 1, ("spec", "initContainers", 1), 'init container "logs"', True),
@@ -294,8 +294,6 @@ def test_effective_request(
     spec = {"initContainers": init, "containers": regular, "ephemeralContainers": ephemeral}
     (view,) = views({"apiVersion": "v1", "kind": "Pod", "spec": spec}) or []
     assert view.effective_requests == {"nvidia.com/gpu": Fraction(expected)}
-    assert view.requested(["nvidia.com/"]) == {"nvidia.com/gpu": Fraction(expected)}
-    assert view.requested(["amd.com/"]) == {}
 
 
 def test_amounts_name_the_field_that_holds_them() -> None:

@@ -19,7 +19,10 @@ _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 def candidate_offers(pod: PodView, resource: str, inventory: Inventory) -> tuple[Offer, ...]:
     """The offers of `resource` on nodes this pod may be scheduled to."""
-    key = (resource, _constraints_key(pod.spec))
+    constraints = pod.memo.get("constraints")
+    if constraints is None:
+        constraints = pod.memo["constraints"] = _constraints_key(pod.spec)
+    key = (resource, constraints)
     cached = inventory.memo(key)
     if cached is None:
         cached = tuple(

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.quantity import quantity_or_none
 from webhook.yamlsource import Path, format_path
+
+Count = int | Fraction  # resource counts: whole in practice, exact when not
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 
@@ -32,19 +33,21 @@ BUILTIN_TEMPLATES: dict[tuple[str, str], tuple[Path, ...]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerRef:
-    """A container and where it sits: `field` is containers, initContainers, ..."""
+class ContainerRef(NamedTuple):
+    """A container and where it sits: `field` is containers, initContainers, ...
+
+    A NamedTuple, not a frozen dataclass: every admission request builds a few of these,
+    and a tuple is several times cheaper to make."""
 
     field: str
-    index: int
+    position: int  # in its list (`index` would shadow tuple.index)
     spec: Mapping[str, Any]
     path: Path
 
     @property
     def name(self) -> str:
         name = self.spec.get("name")
-        return name if isinstance(name, str) else f"#{self.index}"
+        return name if isinstance(name, str) else f"#{self.position}"
 
     @property
     def label(self) -> str:
@@ -56,26 +59,52 @@ class ContainerRef:
         return self.field == "initContainers" and self.spec.get("restartPolicy") == "Always"
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceAmount:
+class ResourceAmount(NamedTuple):
     """One container's count of one resource, as the apiserver would see it."""
 
     container: ContainerRef
     resource: str
-    amount: Fraction | None  # None: the value is not a quantity at all
+    amount: Count | None  # None: the value is not a quantity at all
     raw: object
     path: Path  # the field that holds the amount (limits, else requests)
 
 
-@dataclass(eq=False)
 class PodView:
-    """A pod spec with its labels and its path in the enclosing object."""
+    """A pod spec with its labels and its path in the enclosing object.
 
-    spec: Mapping[str, Any]
-    path: Path
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    metadata_path: Path
+    Containers and their resource amounts are worked out once, up front: every check
+    needs them, and (unlike functools.cached_property, which takes a lock on 3.11)
+    plain attributes cost nothing to read on the admission path."""
+
+    __slots__ = (
+        "_effective",
+        "amounts",
+        "annotations",
+        "containers",
+        "labels",
+        "memo",
+        "metadata_path",
+        "path",
+        "spec",
+    )
+
+    def __init__(
+        self,
+        spec: Mapping[str, Any],
+        path: Path,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        metadata_path: Path,
+    ) -> None:
+        self.spec = spec
+        self.path = path
+        self.labels = labels
+        self.annotations = annotations
+        self.metadata_path = metadata_path
+        self.containers = _containers(spec, path)
+        self.amounts = _amounts(self.containers)
+        self._effective: dict[str, Count] | None = None
+        self.memo: dict[str, Any] = {}  # facts derived once per pod for several checks
 
     def where(self, *rel: str | int) -> Path:
         return (*self.path, *rel)
@@ -83,69 +112,78 @@ class PodView:
     def describe(self, *rel: str | int) -> str:
         return format_path(self.where(*rel))
 
-    @cached_property
-    def containers(self) -> tuple[ContainerRef, ...]:
-        out: list[ContainerRef] = []
-        for fname in CONTAINER_FIELDS:
-            for index, spec in enumerate(as_list(self.spec.get(fname))):
-                if isinstance(spec, Mapping):
-                    out.append(ContainerRef(fname, index, spec, self.where(fname, index)))
-        return tuple(out)
-
-    @cached_property
-    def amounts(self) -> tuple[ResourceAmount, ...]:
-        """Every extended resource each container asks for (limits, else requests)."""
-        out: list[ResourceAmount] = []
-        for ref in self.containers:
-            resources = as_dict(ref.spec.get("resources"))
-            limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
-            for name in dict.fromkeys([*limits, *requests]):
-                if not isinstance(name, str) or "/" not in name:
-                    continue  # cpu, memory, hugepages-*: not extended resources
-                source = "limits" if name in limits else "requests"
-                raw = limits.get(name, requests.get(name))
-                out.append(
-                    ResourceAmount(
-                        ref,
-                        name,
-                        quantity_or_none(raw),
-                        raw,
-                        (*ref.path, "resources", source, name),
-                    )
-                )
-        return tuple(out)
-
-    @cached_property
-    def effective_requests(self) -> dict[str, Fraction]:
+    @property
+    def effective_requests(self) -> dict[str, Count]:
         """Kubernetes' effective request: max(any init step, sum of the running set)."""
-        return effective_requests(self.amounts)
+        if self._effective is None:
+            self._effective = effective_requests(self.amounts)
+        return self._effective
 
-    def requested(self, prefixes: Sequence[str]) -> dict[str, Fraction]:
-        return {r: n for r, n in self.effective_requests.items() if r.startswith(tuple(prefixes))}
+
+def _containers(spec: Mapping[str, Any], path: Path) -> tuple[ContainerRef, ...]:
+    out: list[ContainerRef] = []
+    for fname in CONTAINER_FIELDS:
+        items = spec.get(fname)
+        if type(items) is not list:
+            continue
+        for index, container in enumerate(items):
+            if isinstance(container, Mapping):
+                out.append(ContainerRef(fname, index, container, (*path, fname, index)))
+    return tuple(out)
 
 
-def effective_requests(amounts: Sequence[ResourceAmount]) -> dict[str, Fraction]:
+def _amounts(containers: tuple[ContainerRef, ...]) -> tuple[ResourceAmount, ...]:
+    """Every extended resource each container asks for (limits, else requests)."""
+    out: list[ResourceAmount] = []
+    for ref in containers:
+        resources = as_dict(ref.spec.get("resources"))
+        limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
+        for name in dict.fromkeys([*limits, *requests]) if requests else limits:
+            if not isinstance(name, str) or "/" not in name:
+                continue  # cpu, memory, hugepages-*: not extended resources
+            source = "limits" if name in limits else "requests"
+            raw = limits.get(name, requests.get(name))
+            path = (*ref.path, "resources", source, name)
+            out.append(ResourceAmount(ref, name, count_of(raw), raw, path))
+    return tuple(out)
+
+
+def effective_requests(amounts: Sequence[ResourceAmount]) -> dict[str, Count]:
     # Sidecars (init containers with restartPolicy Always) keep running, so they add to
     # the regular containers and to every init container that starts after them.
-    running: dict[str, Fraction] = {}
-    init_peak: dict[str, Fraction] = {}
-    sidecars_so_far: dict[str, Fraction] = {}
+    running: dict[str, Count] = {}
+    init_peak: dict[str, Count] = {}
+    sidecars_so_far: dict[str, Count] = {}
     for a in amounts:
         if a.amount is None or a.container.field == "ephemeralContainers":
             continue
         r = a.resource
         if a.container.is_sidecar:
-            sidecars_so_far[r] = sidecars_so_far.get(r, Fraction(0)) + a.amount
-            running[r] = running.get(r, Fraction(0)) + a.amount
+            sidecars_so_far[r] = sidecars_so_far.get(r, 0) + a.amount
+            running[r] = running.get(r, 0) + a.amount
         elif a.container.field == "initContainers":
-            step = a.amount + sidecars_so_far.get(r, Fraction(0))
-            init_peak[r] = max(init_peak.get(r, Fraction(0)), step)
+            step = a.amount + sidecars_so_far.get(r, 0)
+            init_peak[r] = max(init_peak.get(r, 0), step)
         else:
-            running[r] = running.get(r, Fraction(0)) + a.amount
+            running[r] = running.get(r, 0) + a.amount
+    if not init_peak:
+        return running
     return {
-        r: max(running.get(r, Fraction(0)), init_peak.get(r, Fraction(0)))
+        r: max(running.get(r, 0), init_peak.get(r, 0))
         for r in dict.fromkeys([*running, *init_peak])
     }
+
+
+def count_of(raw: object) -> Count | None:
+    """A resource count: an int when whole (nearly always), else the exact Fraction."""
+    if type(raw) is int:
+        return raw
+    if type(raw) is str and raw.isdigit():
+        return int(raw)
+    value = quantity_or_none(raw)
+    if value is not None and value.denominator == 1:
+        return value.numerator
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,10 +266,11 @@ def as_list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def str_map(value: object) -> dict[str, str]:
+def str_map(value: object) -> Mapping[str, str]:
+    if type(value) is dict and all(type(v) is str for v in value.values()):
+        return value  # labels as the apiserver sends them: no copy needed
     if not isinstance(value, Mapping):
         return {}
-    # A null value (`key:` with nothing after it) decodes to "" in Kubernetes, not "None".
     return {
-        str(k): v if isinstance(v, str) else "" if v is None else str(v) for k, v in value.items()
+        str(k): "" if v is None else v if isinstance(v, str) else str(v) for k, v in value.items()
     }

@@ -117,10 +117,13 @@ def _mounts(container: ContainerRef, volume: str) -> bool:
 
 def _device_list_mounts(pod: PodView, params: Params) -> Iterator[Violation]:
     root = normalise(params.device_list_mount_dir)
+    # Normalising removes slashes and dots, never adds letters: a path without the
+    # directory's last name cannot be under it, and that is nearly every mount.
+    leaf = root.rsplit("/", 1)[-1]
     for c in pod.containers:
         for index, mount in enumerate(as_list(c.spec.get("volumeMounts"))):
             raw = as_dict(mount).get("mountPath")
-            if not isinstance(raw, str):
+            if not isinstance(raw, str) or leaf not in raw:
                 continue
             path = normalise(raw)
             if path != root and not path.startswith(root + "/"):
@@ -137,14 +140,10 @@ def _device_list_mounts(pod: PodView, params: Params) -> Iterator[Violation]:
 
 def _env_devices(pod: PodView, params: Params) -> Iterator[Violation]:
     for c in pod.containers:
-        if any(
-            matches_any(a.resource, params.gpu_resources) for a in pod.amounts if a.container is c
-        ):
-            continue
         for index, env in enumerate(as_list(c.spec.get("env"))):
             env = as_dict(env)
             name = env.get("name")
-            if name not in params.env_vars:
+            if name not in params.env_vars or _requests_gpu(pod, c, params):
                 continue
             if "valueFrom" in env:
                 what = f"sets {name} from valueFrom, which cannot be proven safe at admission"
@@ -161,6 +160,12 @@ def _env_devices(pod: PodView, params: Params) -> Iterator[Violation]:
                 f"the NVIDIA container runtime would give it GPUs outside the device plugin's "
                 f'accounting. Remove the variable (or set it to "void"), and {FIX}.',
             )
+
+
+def _requests_gpu(pod: PodView, c: ContainerRef, params: Params) -> bool:
+    return any(
+        matches_any(a.resource, params.gpu_resources) for a in pod.amounts if a.container is c
+    )
 
 
 def _cdi_annotations(pod: PodView, params: Params) -> Iterator[Violation]:

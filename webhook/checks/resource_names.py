@@ -8,8 +8,8 @@ so what it would reject (fractions, requests without limits) is reported here to
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
-from fractions import Fraction
+from collections.abc import Collection, Iterator
+from functools import lru_cache
 
 from webhook import mig_catalog
 from webhook.checks import Check, CheckParams, Violation
@@ -17,7 +17,7 @@ from webhook.checks._text import listing, matches_any, plural, shown
 from webhook.inventory import Inventory, Offer
 from webhook.quantity import quantity_or_none
 from webhook.scheduling import candidate_offers, rejection
-from webhook.workloads import PodView, ResourceAmount, as_dict
+from webhook.workloads import Count, PodView, ResourceAmount, as_dict
 from webhook.yamlsource import Path, format_path
 
 
@@ -46,6 +46,16 @@ def _apiserver_rules(pod: PodView, amounts: list[ResourceAmount]) -> Iterator[Vi
     for a in amounts:
         resources = as_dict(a.container.spec.get("resources"))
         limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
+        whole = a.amount is not None and a.amount.denominator == 1 and a.amount >= 0
+        if (
+            whole
+            and a.resource in limits
+            and (
+                a.resource not in requests
+                or not _quantity_differs(requests[a.resource], limits[a.resource])
+            )
+        ):
+            continue  # the common case, without building any message text
         where = f"{a.container.label} ({format_path(a.path)})"
         if a.amount is None or a.amount.denominator != 1 or a.amount < 0:
             yield Violation(
@@ -77,14 +87,24 @@ def _quantity_differs(a: object, b: object) -> bool:
     return quantity_or_none(a) != quantity_or_none(b)
 
 
+@lru_cache(maxsize=16)
+def _names_without_inventory(extra: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(mig_catalog.catalog_resource_names() | set(extra))
+
+
 def _unknown_names(
     pod: PodView, inventory: Inventory, amounts: list[ResourceAmount], params: Params
 ) -> Iterator[Violation]:
+    known: Collection[str] = (
+        inventory.offers
+        if inventory.known
+        else _names_without_inventory(params.known_without_inventory)
+    )
+    if all(a.resource in known for a in amounts):
+        return
     if inventory.known:
-        known = set(inventory.advertised)
         scope = f"no node in the inventory ({plural(len(inventory.nodes), 'node')}) advertises"
     else:
-        known = mig_catalog.catalog_resource_names() | set(params.known_without_inventory)
         scope = "is not a name any GPU device plugin advertises"
     reported: set[str] = set()
     for a in amounts:
@@ -159,7 +179,7 @@ def _no_candidate(pod: PodView, resource: str, offers: tuple[Offer, ...], path: 
     )
 
 
-def _n(value: Fraction) -> str:
+def _n(value: Count) -> str:
     return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
 
 
