@@ -177,3 +177,23 @@ def test_unreachable_cluster_exits_2(tmp_path: Path, kubeconfig: str, api: FakeA
     assert proc.returncode == 2
     assert "cannot reach the Kubernetes API" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_configured_kind_the_cluster_does_not_serve_is_a_note(
+    api: FakeApiServer, kubeconfig: str, tmp_path: Path
+) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    shipped = ROOT / "policies" / "gpu-device-injection.yaml"
+    (policies / "p.yaml").write_text(shipped.read_text())
+    (policies / "kinds.yaml").write_text(
+        "apiVersion: gpu-admission.io/v1alpha1\nkind: WorkloadKinds\n"
+        "metadata: {name: extra}\nspec:\n  customResources:\n"
+        "    - {group: example.com, kind: TrainJob, templates: [spec.template]}\n"
+    )
+
+    code, body, _ = audit(kubeconfig, "--policies", str(policies))
+
+    assert code == 0
+    assert "skipped TrainJob.example.com: the cluster does not serve that group" in body["notes"]
+    assert len(api.list_requests("/apis/example.com")) == 1
