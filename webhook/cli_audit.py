@@ -144,10 +144,13 @@ def _live(
 ) -> tuple[Inventory, Iterator[Sourced]]:
     # The kubernetes client takes a while to import: only a live audit pays for it.
     from webhook.auditsources import cluster_inventory, from_cluster, workload_resources
-    from webhook.kube import api_client
+    from webhook.kube import KubeConfigError, api_client
 
     try:
         client = api_client(context=context, kubeconfig=kubeconfig)
+    except KubeConfigError as exc:
+        raise InputError(f"{exc} (or audit a dump: --from FILE)") from None
+    try:
         if inventory_file is not None:
             inv = _file_inventory(inventory_file)
         else:
