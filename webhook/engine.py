@@ -91,7 +91,7 @@ def evaluate(
     findings: list[Finding] = []
     matched = False
     for policy in policy_set.policies:
-        if not policy.match.matches_object(kind, namespace):
+        if not policy.matches_object(kind, namespace):
             continue
         matched = True
         selector = policy.match.labelSelector

@@ -8,8 +8,8 @@ which is immutable: the server swaps a whole new set in on reload.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any, Literal
 
@@ -121,6 +121,12 @@ class Policy:
     message_prefix: str
     description: str
     source: str
+    # The match compiled once at load: it runs for every policy on every request, and
+    # reading pydantic attributes (private ones above all) costs more than the test.
+    matches_object: Callable[[str, str], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "matches_object", compile_match(self.match))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +146,22 @@ class PolicySet:
 
 
 TESTS_DIR = "tests"  # `gpu-admission test` suites and their Node lists: not policies
+
+
+def compile_match(match: Match) -> Callable[[str, str], bool]:
+    """`match.matches_object` with kinds in a frozenset and the globs in one regex each."""
+    kinds = frozenset(match.kinds) if match.kinds and "*" not in match.kinds else None
+    include = glob_matcher(tuple(match.namespaces)) if match.namespaces else None
+    exclude = glob_matcher(tuple(match.excludedNamespaces)) if match.excludedNamespaces else None
+
+    def matches(kind: str, namespace: str) -> bool:
+        if kinds is not None and kind not in kinds:
+            return False
+        if include is not None and not include(namespace):
+            return False
+        return exclude is None or not exclude(namespace)
+
+    return matches
 
 
 def load_policy_dir(directory: str | FsPath) -> PolicySet:

@@ -69,6 +69,13 @@ def _parse(value: object) -> Fraction:
 
 def to_mib(value: object) -> Fraction:
     """A byte quantity in MiB, exact."""
+    if isinstance(value, str):
+        return _mib_of(value)  # the same few peak-memory labels, pod after pod
+    return parse_quantity(value) / MIB
+
+
+@lru_cache(maxsize=1024)
+def _mib_of(value: str) -> Fraction:
     return parse_quantity(value) / MIB
 
 

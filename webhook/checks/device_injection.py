@@ -11,6 +11,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from webhook.checks import Check, CheckParams, Violation
 from webhook.checks._text import listing, matches_any, shown
@@ -54,6 +55,7 @@ class Params(CheckParams):
     deny_privileged: bool = True
 
 
+@lru_cache(maxsize=1024)
 def normalise(path: str) -> str:
     """`//dev/./nvidia0/` -> `/dev/nvidia0`; `..` cannot climb above `/`."""
     collapsed = re.sub(r"/+", "/", "/" + path)
