@@ -20,6 +20,7 @@ from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.inventory import Inventory, nodes_from_document
 from webhook.policies import PolicySet, load_policy_dir
 from webhook.sources import SourceObject, iter_objects, read_inventory, read_text
+from webhook.workloads import as_dict, as_list
 from webhook.yamlsource import Document, iter_documents
 
 API_VERSION = "gpu-admission.io/v1alpha1"
@@ -154,13 +155,8 @@ class _Loader:
         return f"{where}, field {field}" if field else where
 
     def _case_name(self, index: int) -> str:
-        cases = (
-            self.doc.data.get("spec", {}).get("cases") if isinstance(self.doc.data, dict) else []
-        )
-        try:
-            name = cases[index].get("name")
-        except (AttributeError, IndexError, KeyError, TypeError):
-            name = None
+        cases = as_list(as_dict(as_dict(self.doc.data).get("spec")).get("cases"))
+        name = as_dict(cases[index]).get("name") if index < len(cases) else None
         return f'"{name}"' if isinstance(name, str) and name else f"#{index + 1}"
 
     def _fail(self, path: Sequence[str | int], problem: str) -> SuiteError:
