@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -144,9 +145,7 @@ def _serial_seen(port: int, ca_file: Path) -> int:
 
     ctx = ssl.create_default_context(cafile=str(ca_file))
     with (
-        ssl.create_connection(("127.0.0.1", port))
-        if False
-        else __import__("socket").create_connection(("127.0.0.1", port)) as raw,
+        socket.create_connection(("127.0.0.1", port)) as raw,
         ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
     ):
         der = tls.getpeercert(binary_form=True)
@@ -248,3 +247,26 @@ def test_bad_startup_policies_stop_serve_with_the_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "field spec.enforcementAction: Field required" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_slow_client_gets_408_and_holds_nothing(tmp_path: Path) -> None:
+    server = Server(tmp_path, "--body-timeout", "0.5")
+    try:
+        ctx = ssl.create_default_context(cafile=str(server.ca_file))
+        with (
+            socket.create_connection(("127.0.0.1", server.port)) as raw,
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(
+                b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                b"\r\nContent-Length: 1000\r\n\r\n{"
+            )
+            tls.settimeout(5)
+            started = time.monotonic()
+            answer = tls.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:60]
+        assert time.monotonic() - started < 3
+        ok = server.validate(review(pod()))  # the server is free for everybody else
+        assert ok.status_code == 200
+    finally:
+        server.stop()

@@ -46,6 +46,13 @@ from webhook.errors import GpuAdmissionError
     type=float,
     help="Seconds between checks of the policy, inventory and certificate files.",
 )
+@click.option(
+    "--body-timeout",
+    default=10.0,
+    show_default=True,
+    type=float,
+    help="Seconds a client has to send its request body before it gets 408.",
+)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Without --inventory.")
 @click.option("--context", help="kubeconfig context, without --inventory.")
 def serve(
@@ -60,6 +67,7 @@ def serve(
     inventory_max_age: float,
     stale_inventory: str,
     reload_interval: float,
+    body_timeout: float,
     kubeconfig: str | None,
     context: str | None,
 ) -> None:
@@ -84,6 +92,7 @@ def serve(
         reload_interval,
         kubeconfig,
         context,
+        body_timeout,
     )
     try:
         state = State.start(settings)

@@ -31,7 +31,6 @@ from webhook.state import State
 
 log = logging.getLogger("gpu_admission.server")
 MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
-BODY_TIMEOUT = 10.0  # a client that has not sent its body by then holds nothing longer
 
 
 class BodyTooLarge(Exception):
@@ -130,11 +129,12 @@ def create_app(
     async def validate(request: Request) -> Response:
         started = time.perf_counter()
         try:
-            body = await asyncio.wait_for(read_body(request), BODY_TIMEOUT)
+            async with asyncio.timeout(state.settings.body_timeout):  # no task, unlike wait_for
+                body = await read_body(request)
         except BodyTooLarge:
             return _error(413, f"request body over {MAX_BODY} bytes")
         except TimeoutError:
-            return _error(408, f"request body not received within {BODY_TIMEOUT:.0f}s")
+            return _error(408, f"request body not received within {state.settings.body_timeout:g}s")
         try:
             req = parse_review(parse_json(body))
         except (ValueError, RecursionError) as exc:
