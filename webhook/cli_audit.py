@@ -34,7 +34,13 @@ from webhook.sources import read_inventory
 @click.option("--context", help="kubeconfig context (live audit).")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file.")
 @click.option("--namespace", "-n", help="Only this namespace (default: all).")
-@click.option("--page-size", type=click.IntRange(1, 5000), default=500, show_default=True)
+@click.option(
+    "--page-size",
+    type=click.IntRange(1, 5000),
+    default=500,
+    show_default=True,
+    help="Objects per list request (live audit).",
+)
 @click.option("--output", "-o", type=click.Choice(["text", "json", "policyreport"]), default="text")
 @click.option(
     "--fail-on",
