@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from webhook.engine import Finding, Subject, evaluate
 from webhook.inventory import Inventory
-from webhook.policies import Match, PolicySet
+from webhook.policies import PolicySet
 from webhook.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
 from webhook.yamlsource import Path
 
@@ -113,7 +113,6 @@ class Auditor:
     _owners: dict[str, _Owner] = field(default_factory=dict)
     _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
     _interned: dict[Finding, Finding] = field(default_factory=dict)
-    _matching: dict[tuple[str, str], PolicySet] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
@@ -142,13 +141,12 @@ class Auditor:
     def _evaluate(
         self, obj: Mapping[str, Any], namespace: str, location: str
     ) -> tuple[Finding, ...] | None:
-        kind = str(obj["kind"])
         try:
-            policies = self._policies_for(kind, namespace)
-            decision = evaluate(policies, Subject(obj, namespace), self.inventory)
+            decision = evaluate(self.policy_set, Subject(obj, namespace), self.inventory)
         except Exception as exc:  # a bug on one object must not end the audit
             where = f"{location}: " if location else ""
-            ref = _ref(as_dict(obj.get("metadata")), str(obj["apiVersion"]), kind, namespace)
+            meta = as_dict(obj.get("metadata"))
+            ref = _ref(meta, str(obj["apiVersion"]), str(obj["kind"]), namespace)
             self.errors.append(
                 f"{where}internal error while evaluating {ref}: {type(exc).__name__}: {exc}"
             )
@@ -160,22 +158,6 @@ class Auditor:
         if not decision.findings:
             return ()
         return tuple(self._interned.setdefault(f, f) for f in decision.findings)
-
-    def _policies_for(self, kind: str, namespace: str) -> PolicySet:
-        """The policies whose kinds and namespaces match, their match reduced to the label
-        selector: the globs are judged once per (kind, namespace), not once per object.
-        `evaluate` gives the same Decision either way."""
-        key = (kind, namespace)
-        found = self._matching.get(key)
-        if found is None:
-            ps = self.policy_set
-            kept = tuple(
-                replace(p, match=Match(labelSelector=p.match.labelSelector))
-                for p in ps.policies
-                if p.match.matches_object(kind, namespace)
-            )
-            found = self._matching[key] = PolicySet(kept, ps.custom_kinds, ps.digest)
-        return found
 
     def report(self) -> AuditReport:
         folding = _Folding(self._owners)
