@@ -154,3 +154,28 @@ def test_errors_make_exit_code_2() -> None:
     auditor.errors.append("dump.json:3: invalid JSON")
 
     assert auditor.report().exit_code("never") == 2
+
+
+def test_an_internal_error_on_one_object_is_reported_and_the_audit_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import webhook.audit
+
+    real = webhook.audit.evaluate
+
+    def flaky(policy_set: Any, subject: Any, inventory: Any) -> Any:
+        if subject.obj["metadata"]["name"] == "boom":
+            raise KeyError("spec")
+        return real(policy_set, subject, inventory)
+
+    monkeypatch.setattr(webhook.audit, "evaluate", flaky)
+    auditor = Auditor(load_policy_dir(POLICIES), Inventory.unknown())
+    auditor.add(pod("boom"), location="dump.json:7")
+    auditor.add(pod("next", privileged=True), location="dump.json:30")
+
+    report = auditor.report()
+    assert report.errors == (
+        "dump.json:7: internal error while evaluating Pod team-a/boom: KeyError: 'spec'",
+    )
+    assert rows(report) == [("Pod team-a/next", *PRIVILEGED, 0)]
+    assert report.exit_code("never") == 2
