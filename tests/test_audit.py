@@ -160,8 +160,7 @@ def test_an_internal_error_on_one_object_is_reported_and_the_audit_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import webhook.audit
-
-    real = webhook.audit.evaluate
+    from webhook.engine import evaluate as real
 
     def flaky(policy_set: Any, subject: Any, inventory: Any) -> Any:
         if subject.obj["metadata"]["name"] == "boom":
