@@ -20,17 +20,24 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import urllib3
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from kubernetes.config.config_exception import ConfigException
 
 from webhook import certs as pki
+from webhook.lazy import lazy_module
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+else:
+    # The kubernetes client takes ~0.15 s to import and only --apply-secret and
+    # --patch-webhook use it; every other command starts without it.
+    k8s = lazy_module("kubernetes.client")
+    k8s_config = lazy_module("kubernetes.config")
 
 FIELD_MANAGER = "gpu-admission-certs"
 SECRET_LABELS = {
@@ -340,7 +347,7 @@ def _api_client(kubeconfig: Path | None) -> k8s.ApiClient:
             k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
                 client_configuration=configuration
             )
-    except (ConfigException, OSError) as e:
+    except (k8s_config.ConfigException, OSError) as e:
         where = str(kubeconfig) if kubeconfig else "the in-cluster service account"
         raise CertsError(f"cannot configure the Kubernetes client from {where}: {e}") from e
     return k8s.ApiClient(configuration)
