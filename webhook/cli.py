@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 import click
@@ -12,12 +13,21 @@ from webhook import __version__
 from webhook.errors import GpuAdmissionError
 from webhook.policies import PolicySet, load_policy_dir
 
-SHIPPED_POLICIES = Path(__file__).resolve().parent.parent / "policies"
+# The shipped policies: beside the package in a checkout (or an editable install), and
+# under <prefix>/share/gpu-admission/policies where a wheel puts them (pyproject data-files).
+SHIPPED_POLICIES = (
+    Path(__file__).resolve().parent.parent / "policies",
+    Path(sysconfig.get_path("data")) / "share" / "gpu-admission" / "policies",
+)
 
 
 def default_policies() -> str:
-    """GPU_ADMISSION_POLICIES (set in the container image), else the shipped policies/."""
-    return os.environ.get("GPU_ADMISSION_POLICIES") or str(SHIPPED_POLICIES)
+    """GPU_ADMISSION_POLICIES (set in the container image), else the shipped policies."""
+    from_env = os.environ.get("GPU_ADMISSION_POLICIES")
+    if from_env:
+        return from_env
+    found = next((p for p in SHIPPED_POLICIES if p.is_dir()), SHIPPED_POLICIES[0])
+    return str(found)
 
 
 class InputError(click.ClickException):
