@@ -37,17 +37,16 @@ def test_installed_wheel_checks_with_the_shipped_policies(tmp_path: Path) -> Non
     # A venv of its own for the package; its dependencies come from ours on PYTHONPATH
     # (an editable install is a .pth finder, which PYTHONPATH does not load).
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=False)
+    venv.create(env_dir, with_pip=True)  # its own pip: ours would uninstall our copy
     subprocess.run(
         [
-            sys.executable,
+            str(env_dir / "bin" / "python"),
             "-m",
             "pip",
             "install",
             "--quiet",
             "--no-deps",
-            "--prefix",
-            str(env_dir),
+            "--no-index",
             str(wheel),
         ],
         check=True,

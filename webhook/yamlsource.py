@@ -8,6 +8,7 @@ second parse, and a clean file costs what a plain parse costs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,20 +44,28 @@ def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
     loader = _Loader(text)
     index = 0
     try:
-        while loader.check_node():
-            node = loader.get_node()
-            data = loader.construct_document(node)
-            index += 1
-            if data is not None:
-                yield Document(index, node.start_mark.line + 1, data, node)
+        with yaml_errors(source):
+            while loader.check_node():
+                node = loader.get_node()
+                data = loader.construct_document(node)
+                index += 1
+                if data is not None:
+                    yield Document(index, node.start_mark.line + 1, data, node)
+    finally:
+        loader.dispose()
+
+
+@contextlib.contextmanager
+def yaml_errors(source: str) -> Iterator[None]:
+    """A YAML syntax error as a ManifestError that names the file and the line."""
+    try:
+        yield
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         raise ManifestError(f"{where}: invalid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}: invalid YAML: {exc}") from None
-    finally:
-        loader.dispose()
 
 
 def line_of(node: yaml.Node | None, path: Path) -> int:

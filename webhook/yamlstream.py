@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, Any
 
-import yaml
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
 from yaml.events import (
@@ -24,8 +23,8 @@ from yaml.events import (
 from yaml.nodes import MappingNode, Node, ScalarNode
 from yaml.resolver import Resolver
 
-from webhook.errors import ManifestError
 from webhook.jsonstream import JsonItem
+from webhook.yamlsource import yaml_errors
 
 try:  # libyaml's event parser (yaml.cyaml uses it but does not export it)
     from yaml._yaml import CParser as _CParser
@@ -57,13 +56,8 @@ def yaml_items(stream: IO[bytes], *, source: str) -> Iterator[JsonItem]:
     """Every object of every document; the `items` of a top-level mapping one by one."""
     loader = _ItemLoader(stream)
     try:
-        yield from _documents(loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        raise ManifestError(f"{where}: invalid YAML: {exc.problem or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{source}: invalid YAML: {exc}") from None
+        with yaml_errors(source):
+            yield from _documents(loader)
     finally:
         loader.dispose()
 
