@@ -229,6 +229,8 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1, help="wrk threads")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--serve-args", default="",
+                        help="extra arguments for serve, e.g. '--eval-cache-size 0'")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk not found (apt-get install -y wrk)")
@@ -255,7 +257,8 @@ def main() -> None:
             [sys.executable, "-m", "webhook", "serve", "--workers", "1",
              "--host", "127.0.0.1", "--port", str(serve_port),
              "--inventory", str(ROOT / "examples/cluster/nodes.json"),
-             "--tls-cert-file", str(tls / "tls.crt"), "--tls-key-file", str(tls / "tls.key")],
+             "--tls-cert-file", str(tls / "tls.crt"), "--tls-key-file", str(tls / "tls.key"),
+             *args.serve_args.split()],
         ),
         "bare starlette+uvicorn": (
             bare_port,

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from webhook.engine import Decision, Finding, Staleness, Subject, evaluate
 from webhook.errors import ReviewError
@@ -25,8 +24,20 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ANNOTATION_KEY = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-@dataclass(frozen=True, slots=True)
-class AdmissionRequest:
+class Evaluator(Protocol):
+    def __call__(
+        self,
+        policy_set: PolicySet,
+        subject: Subject,
+        inventory: Inventory,
+        *,
+        stale: Staleness | None = None,
+    ) -> Decision: ...
+
+
+class AdmissionRequest(NamedTuple):
+    """The request facts we use. A NamedTuple: built once per request, cheaply."""
+
     uid: str
     operation: str
     kind: str
@@ -40,13 +51,15 @@ class AdmissionRequest:
 
 
 def parse_review(body: object) -> AdmissionRequest:
-    """Validate the parts of an AdmissionReview we rely on; anything else is a ReviewError."""
-    if not isinstance(body, Mapping):
+    """Validate the parts of an AdmissionReview we rely on; anything else is a ReviewError.
+
+    `body` is decoded JSON, so objects are plain dicts (cheaper to test than Mapping)."""
+    if not isinstance(body, dict):
         raise ReviewError("body must be a JSON object (an AdmissionReview)")
     if body.get("apiVersion") != API_VERSION or body.get("kind") != "AdmissionReview":
         raise ReviewError(f"expected apiVersion {API_VERSION} and kind AdmissionReview")
     req = body.get("request")
-    if not isinstance(req, Mapping):
+    if not isinstance(req, dict):
         raise ReviewError("request must be an object")
     uid = req.get("uid")
     if not isinstance(uid, str) or not uid:
@@ -55,7 +68,7 @@ def parse_review(body: object) -> AdmissionRequest:
     if operation not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
         raise ReviewError("request.operation must be CREATE, UPDATE, DELETE or CONNECT")
     obj, old = req.get("object"), req.get("oldObject")
-    if operation in ("CREATE", "UPDATE") and not isinstance(obj, Mapping):
+    if operation in ("CREATE", "UPDATE") and not isinstance(obj, dict):
         raise ReviewError(f"request.object must be an object on {operation}")
     kind = _kind(req.get("kind"))
     user = req.get("userInfo")
@@ -66,15 +79,15 @@ def parse_review(body: object) -> AdmissionRequest:
         sub_resource=_str(req.get("subResource")),
         namespace=_str(req.get("namespace")),
         name=_str(req.get("name")),
-        user=_str(user.get("username")) if isinstance(user, Mapping) else "",
+        user=_str(user.get("username")) if isinstance(user, dict) else "",
         dry_run=req.get("dryRun") is True,
-        obj=obj if isinstance(obj, Mapping) else None,
-        old_obj=old if isinstance(old, Mapping) else None,
+        obj=obj if isinstance(obj, dict) else None,
+        old_obj=old if isinstance(old, dict) else None,
     )
 
 
 def _kind(value: object) -> str:
-    if not isinstance(value, Mapping) or not isinstance(value.get("kind"), str):
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
         raise ReviewError("request.kind must be an object with a string kind")
     return str(value["kind"])
 
@@ -89,15 +102,18 @@ def judge(
     policy_set: PolicySet,
     inventory: Inventory,
     stale: Staleness | None = None,
+    evaluator: Evaluator = evaluate,
 ) -> Decision:
-    """What this webhook decides for one request (DELETE and CONNECT are not judged)."""
+    """What this webhook decides for one request (DELETE and CONNECT are not judged).
+
+    `evaluator` is `engine.evaluate` or a cache's `evaluate` in front of it."""
     if request.operation not in ("CREATE", "UPDATE") or request.obj is None:
         return Decision(skipped=f"{request.operation} is not judged")
     if request.kind == "Pod" and request.operation == "UPDATE":
         if request.sub_resource != "ephemeralcontainers":
             return Decision(skipped="Pod updates other than ephemeral containers are not judged")
-        return _new_findings_only(request, policy_set, inventory, stale)
-    return evaluate(policy_set, _subject(request, request.obj), inventory, stale=stale)
+        return _new_findings_only(request, policy_set, inventory, stale, evaluator)
+    return evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
 
 
 def _subject(request: AdmissionRequest, obj: Mapping[str, Any]) -> Subject:
@@ -112,14 +128,15 @@ def _new_findings_only(
     policy_set: PolicySet,
     inventory: Inventory,
     stale: Staleness | None,
+    evaluator: Evaluator,
 ) -> Decision:
     # `kubectl debug` adds ephemeral containers to a running Pod: judge what it adds, not
     # the Pod that was admitted long ago under perhaps other policies.
     assert request.obj is not None
-    new = evaluate(policy_set, _subject(request, request.obj), inventory, stale=stale)
+    new = evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
     if request.old_obj is None:
         return new
-    old = evaluate(policy_set, _subject(request, request.old_obj), inventory, stale=stale)
+    old = evaluator(policy_set, _subject(request, request.old_obj), inventory, stale=stale)
     seen = {(f.policy, f.rule, f.message) for f in old.findings}
     fresh = tuple(f for f in new.findings if (f.policy, f.rule, f.message) not in seen)
     return Decision(fresh, skipped=new.skipped, pod_specs=new.pod_specs)

@@ -53,6 +53,13 @@ from webhook.errors import GpuAdmissionError
     type=float,
     help="Seconds a client has to send its request body before it gets 408.",
 )
+@click.option(
+    "--eval-cache-size",
+    default=2048,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Decisions of identical objects (replicas of one template) kept; 0 turns it off.",
+)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Without --inventory.")
 @click.option("--context", help="kubeconfig context, without --inventory.")
 def serve(
@@ -68,6 +75,7 @@ def serve(
     stale_inventory: str,
     reload_interval: float,
     body_timeout: float,
+    eval_cache_size: int,
     kubeconfig: str | None,
     context: str | None,
 ) -> None:
@@ -93,6 +101,7 @@ def serve(
         kubeconfig,
         context,
         body_timeout,
+        eval_cache_size,
     )
     try:
         state = State.start(settings)

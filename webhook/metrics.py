@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -45,3 +47,30 @@ INVENTORY_NODES = Gauge(
     "Nodes in the current inventory.",
     registry=REGISTRY,
 )
+EVAL_CACHE = Gauge(
+    "gpu_admission_eval_cache_lookups",
+    "Evaluation cache lookups since start by result (hit, miss).",
+    ["result"],
+    registry=REGISTRY,
+)
+
+
+# `.labels()` takes a lock and builds a key on every call; the label sets seen are few,
+# so the hot path keeps the children it has already asked for.
+_children: dict[tuple[Any, ...], Any] = {}
+
+
+def request_counter(decision: str, kind: str, operation: str) -> Any:
+    key = (REQUESTS, decision, kind, operation)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = REQUESTS.labels(decision, kind, operation)
+    return child
+
+
+def finding_counter(policy: str, rule: str, action: str) -> Any:
+    key = (FINDINGS, policy, rule, action)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = FINDINGS.labels(policy, rule, action)
+    return child

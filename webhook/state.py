@@ -17,6 +17,7 @@ from typing import Any
 from webhook import metrics
 from webhook.engine import StaleAction, Staleness
 from webhook.errors import GpuAdmissionError
+from webhook.evalcache import EvaluationCache
 from webhook.inventory import Inventory
 from webhook.policies import PolicySet, load_policy_dir
 from webhook.sources import read_inventory
@@ -34,6 +35,7 @@ class Settings:
     kubeconfig: str | None = None
     context: str | None = None
     body_timeout: float = 10.0  # a client that has not sent its body by then is cut off
+    eval_cache_size: int = 2048  # decisions of identical objects remembered; 0: none
 
 
 @dataclass
@@ -50,6 +52,7 @@ class State:
     clock: Callable[[], float] = time.monotonic
     # A live Node watch reports its own last sync (events and bookmarks count too).
     last_sync: Callable[[], float | None] | None = None
+    cache: EvaluationCache = field(default_factory=EvaluationCache)
     _policy_digest: str = ""
     _inventory_digest: str = ""
 
@@ -57,6 +60,7 @@ class State:
     def start(cls, settings: Settings) -> State:
         """Load policies (and a file inventory); errors here stop `serve`."""
         state = cls(settings, load_policy_dir(settings.policies_dir))
+        state.cache = EvaluationCache(settings.eval_cache_size)
         state._policy_digest = directory_digest(settings.policies_dir)
         if settings.inventory_file:
             state.reload_inventory_file(initial=True)

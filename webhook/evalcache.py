@@ -1,0 +1,71 @@
+"""Decisions of identical workloads, remembered for one policy set and one inventory.
+
+The apiserver asks about many objects that differ only in their names: every Pod of a
+ReplicaSet or a Job, the same Deployment applied again. `evaluate` is pure, so an
+object that matches an earlier one in everything a check can read (kind, namespace,
+labels, annotations, spec) gets the earlier Decision. The cache empties itself when
+the policy set or the inventory snapshot is swapped, and is bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from webhook.engine import Decision, Staleness, Subject, evaluate
+from webhook.inventory import Inventory
+from webhook.policies import PolicySet
+
+# What of an object's metadata a check can see; names, uids, owners and times differ
+# between replicas and change nothing.
+_METADATA_READ = ("labels", "annotations")
+
+
+class EvaluationCache:
+    def __init__(self, max_entries: int = 2048) -> None:
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._entries: dict[bytes, Decision] = {}
+        self._for: tuple[PolicySet, Inventory] | None = None
+
+    def evaluate(
+        self,
+        policy_set: PolicySet,
+        subject: Subject,
+        inventory: Inventory,
+        *,
+        stale: Staleness | None = None,
+    ) -> Decision:
+        if stale is not None or self.max_entries <= 0:
+            return evaluate(policy_set, subject, inventory, stale=stale)
+        if self._for is None or self._for[0] is not policy_set or self._for[1] is not inventory:
+            self._entries.clear()
+            self._for = (policy_set, inventory)
+        key = fingerprint(subject)
+        if key is None:
+            return evaluate(policy_set, subject, inventory)
+        decision = self._entries.get(key)
+        if decision is not None:
+            self.hits += 1
+            return decision
+        self.misses += 1
+        decision = evaluate(policy_set, subject, inventory)
+        if len(self._entries) >= self.max_entries:
+            del self._entries[next(iter(self._entries))]  # the oldest entry
+        self._entries[key] = decision
+        return decision
+
+
+def fingerprint(subject: Subject) -> bytes | None:
+    """Everything of the subject a check can read, as bytes; None if it will not encode."""
+    obj = subject.obj
+    trimmed: dict[str, Any] = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        trimmed["metadata"] = {k: meta.get(k) for k in _METADATA_READ}
+    try:
+        return orjson.dumps([subject.namespace, trimmed])
+    except TypeError:  # integers past 64 bits and the like: judge without the cache
+        return None
