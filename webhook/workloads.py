@@ -222,7 +222,8 @@ def pod_views(
 
 
 def _templates_at(obj: Mapping[str, Any], pattern: Sequence[str | int]) -> Iterator[PodView]:
-    for path, template in _walk(obj, tuple(pattern), ()):
+    fixed = _walk_fixed(obj, tuple(pattern))
+    for path, template in fixed if fixed is not None else _walk(obj, tuple(pattern), ()):
         if isinstance(template, Mapping):
             meta = as_dict(template.get("metadata"))
             yield PodView(
@@ -232,6 +233,17 @@ def _templates_at(obj: Mapping[str, Any], pattern: Sequence[str | int]) -> Itera
                 str_map(meta.get("annotations")),
                 (*path, "metadata"),
             )
+
+
+def _walk_fixed(node: Any, pattern: tuple[str | int, ...]) -> list[tuple[Path, Any]] | None:
+    """A pattern without "*" (every core kind) by plain lookups; None for a wildcard."""
+    if "*" in pattern:
+        return None
+    for step in pattern:
+        if not isinstance(node, Mapping) or step not in node:
+            return []
+        node = node[step]
+    return [(pattern, node)]
 
 
 def _walk(node: Any, pattern: tuple[str | int, ...], at: Path) -> Iterator[tuple[Path, Any]]:

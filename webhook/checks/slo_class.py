@@ -120,14 +120,13 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
         return
     first = next(iter(amounts.values()))
     slo = pod.labels.get(params.label)
-    classes = ", ".join(params.classes)
     if slo is None:
         yield Violation(
             "missing-slo-class",
             first.path,
             f"{first.container.label} requests {first.resource} but the pod has no "
             f"{params.label} label: it decides which GPU sharing modes the pod may use. Add "
-            f"the label to the pod (template) metadata with one of: {classes}.",
+            f"the label to the pod (template) metadata with one of: {', '.join(params.classes)}.",
         )
         return
     accepted = params.classes.get(slo)
@@ -136,7 +135,7 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
             "unknown-slo-class",
             (*pod.metadata_path, "labels", params.label),
             f'label {params.label}="{shown(slo)}" is not a configured SLO class; use one of: '
-            f"{classes}.",
+            f"{', '.join(params.classes)}.",
         )
         return
     for amount in amounts.values():
