@@ -1,0 +1,141 @@
+"""`serve` without --inventory: Nodes from a cluster through the real kubernetes client.
+
+The cluster is tests/fakeapiserver.py (no kube-apiserver can run here); the server is a
+real `gpu-admission serve` process reading a kubeconfig that points at it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import yaml
+from conftest import free_port
+from fakeapiserver import TOKEN, FakeApiServer
+from reviews import pod, review
+
+ROOT = Path(__file__).resolve().parents[1]
+NODES = ("", "v1", "nodes")
+MIG_POD = pod(limits={"nvidia.com/mig-3g.40gb": 1})
+
+
+def example_nodes() -> list[dict[str, Any]]:
+    items = orjson.loads((ROOT / "examples/cluster/nodes.json").read_bytes())["items"]
+    return [{k: v for k, v in n.items() if k not in ("apiVersion", "kind")} for n in items]
+
+
+class LiveServer:
+    def __init__(self, tmp: Path, api: FakeApiServer) -> None:
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+            "users": [{"name": "me", "user": {"token": TOKEN}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+        }  # fmt: skip
+        (tmp / "kubeconfig").write_text(yaml.safe_dump(config))
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1",
+             "--port", str(self.port), "--kubeconfig", str(tmp / "kubeconfig"),
+             "--inventory-max-age", "2", "--stale-inventory", "warn"],
+            stdout=(tmp / "decisions.log").open("wb"), stderr=(tmp / "serve.err").open("wb"),
+            env=env,
+        )  # fmt: skip
+        self.client = httpx.Client(verify=False, timeout=10)  # the throwaway localhost CA
+
+    def ready(self) -> httpx.Response:
+        return self.client.get(self.url + "/readyz")
+
+    def wait(self, predicate: Any, what: str, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if predicate():
+                    return
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.1)
+
+    def judge(self, obj: dict[str, Any]) -> dict[str, Any]:
+        body = orjson.dumps(review(obj))
+        resp = self.client.post(self.url + "/validate", content=body)
+        assert resp.status_code == 200
+        return resp.json()["response"]  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        self.proc.wait(15)
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        server.serve(*NODES, "Node", namespaced=False)
+        yield server
+
+
+def test_ready_only_after_the_first_sync_then_follows_the_watch(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    api.fail_next("/api/v1/nodes", 503, count=3)  # the first lists fail: not ready yet
+    server = LiveServer(tmp_path, api)
+    try:
+        server.wait(lambda: server.ready().status_code == 503, "the server to answer")
+        nodes = example_nodes()
+        api.put_many(NODES, nodes)
+        server.wait(lambda: server.ready().status_code == 200, "the first sync")
+        assert server.ready().json()["inventoryNodes"] == len(nodes)
+        assert server.judge(MIG_POD)["allowed"] is True
+
+        # The watch breaks; while it is down the last inventory keeps serving.
+        api.break_watches()
+        assert server.judge(MIG_POD)["allowed"] is True
+        # A change made while the watch is down arrives when it resumes.
+        api.delete(NODES, "gpu-a100-mig-0")
+        server.wait(
+            lambda: server.ready().json()["inventoryNodes"] == len(nodes) - 1,
+            "the deletion to arrive after the watch resumed",
+        )
+        denied = server.judge(MIG_POD)
+        assert denied["allowed"] is False
+        assert "[gpu-resource-names/unknown-resource]" in denied["status"]["message"]
+        assert len(api.watch_requests("/api/v1/nodes")) >= 2
+    finally:
+        server.stop()
+
+
+def test_an_inventory_too_old_turns_inventory_denials_into_warnings(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    api.put_many(NODES, example_nodes())
+    server = LiveServer(tmp_path, api)
+    try:
+        server.wait(lambda: server.ready().status_code == 200, "the first sync")
+        typo = pod(limits={"nvidia.com/mig-1g.10g": 1})
+        assert server.judge(typo)["allowed"] is False
+        # No events and no bookmarks for longer than --inventory-max-age (2 s).
+        server.wait(
+            lambda: (server.ready().json()["inventoryAgeSeconds"] or 0) > 2.5,
+            "the inventory to age",
+        )
+        stale = server.judge(typo)
+        assert stale["allowed"] is True
+        assert "over the 2s limit: reported as warn" in " ".join(
+            w.strip() for w in stale["warnings"]
+        )
+        api.bookmark(NODES)  # the watch speaks again: fresh
+        server.wait(lambda: server.judge(typo)["allowed"] is False, "a fresh inventory")
+    finally:
+        server.stop()
