@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reviews import review
+from servers import Server
 from starlette.testclient import TestClient
 
 from webhook.server import DecisionLog, create_app
@@ -137,3 +140,20 @@ def test_any_object_in_a_valid_review_is_judged(
 
 def test_the_app_still_answers_after_fuzzing() -> None:
     assert CLIENT.get("/healthz").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("fuzz"))
+    yield server
+    server.stop()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=JSON | st.binary(max_size=100), kind=KINDS, spec=JSON)
+def test_the_real_server_survives_fuzzing(live: Server, body: Any, kind: str, spec: Any) -> None:
+    raw = body if isinstance(body, bytes) else dumps(body)
+    assert live.client.post(live.url + "/validate", content=raw).status_code in (200, 400)
+    obj = {"apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": {}, "spec": spec}
+    assert live.client.post(live.url + "/validate", content=dumps(review(obj))).status_code == 200
+    assert live.proc.poll() is None
