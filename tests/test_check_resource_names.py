@@ -56,7 +56,7 @@ def test_names_known_without_inventory(resource: str) -> None:
             None,
             "did you mean nvidia.com/mig-1g.10gb.me or nvidia.com/mig-1g.10gb?",
         ),
-        ("nvidia.com/gpumem", None, "did you mean nvidia.com/gpu?"),  # HAMi: not by default
+        ("nvidia.com/gpumemory", None, "did you mean nvidia.com/gpu?"),  # HAMi's, misspelt
         ("nvidia.com/mig-1g.5gb", cluster(), "did you mean nvidia.com/mig-1g.10gb?"),
         ("nvidia.com/gpu.shared", cluster(), "did you mean nvidia.com/gpu?"),
         ("amd.com/gpu", cluster(), "no node advertises any amd.com/ resource."),
@@ -263,3 +263,11 @@ def test_findings_on_a_controller_point_into_its_template() -> None:
     assert '(spec.template.spec.containers[0].resources.limits["nvidia.com/gpu"];' in (
         decision.findings[0].message
     )
+
+
+@pytest.mark.parametrize("inventory", [None, cluster()], ids=["no inventory", "inventory"])
+def test_hami_shares_and_nvidia_nics_are_not_gpu_counts(inventory: Inventory | None) -> None:
+    limits = {"nvidia.com/gpumem": 3000, "nvidia.com/gpucores": 30,
+              "nvidia.com/gpumem-percentage": 50, "nvidia.com/hostdev": 1}  # fmt: skip
+    decision = run(POLICY, pod(container(limits=limits)), inventory)
+    assert rules(decision) == []

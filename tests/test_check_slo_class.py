@@ -63,7 +63,14 @@ def slo(value: str) -> dict[str, str]:
 
 LS = slo("latency-sensitive")
 SHARED_WHY = (
-    "shared GPUs give no isolation of time or memory, so another tenant can stall this one."
+    "time-sliced replicas share the GPU's time and memory with no isolation, so another "
+    "tenant can stall this one or take its memory."
+)
+
+
+MPS_WHY = (
+    "MPS clients split the GPU's memory but share its compute and fault domain, so another "
+    "tenant's load or crash reaches this one."
 )
 
 
@@ -112,7 +119,12 @@ def test_pods_without_gpus_need_no_class() -> None:
             "time-slicing (4 replicas per device)",
             "a10g-ts",
         ),
-        (pod(gpu(), labels=LS, tolerations=TOLERATE), MPS, "mps (2 replicas per device)", "mps"),
+        (
+            pod(gpu(), labels=LS, tolerations=TOLERATE),
+            MPS,
+            "mps (2 replicas per device)",
+            "mps",
+        ),
         (
             pod(gpu("nvidia.com/mig-1g.10gb"), labels=LS),
             SHARED_MIG,
@@ -131,8 +143,8 @@ def test_sharing_mode_not_accepted(
     assert message.startswith(
         "the pod is latency-sensitive (gpu-admission.io/slo-class), which accepts only exclusive "
         f'or mig GPUs, but container "main" requests {resource}, which is {mode} on node '
-        f"{nodes}, where it can land: {SHARED_WHY} Request a MIG resource "
-        "(nvidia.com/mig-<profile>) or exclusive GPUs"
+        f"{nodes}, where it can land: {MPS_WHY if nodes == 'mps' else SHARED_WHY} Request a MIG "
+        "resource (nvidia.com/mig-<profile>) or exclusive GPUs"
     )
 
 

@@ -24,7 +24,13 @@ from webhook.yamlsource import Path, format_path
 class Params(CheckParams):
     vendor_prefixes: tuple[str, ...] = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
     # Names under a vendor prefix that are not GPUs (NVIDIA network devices, for one).
-    ignored_resources: tuple[str, ...] = ("nvidia.com/hostdev", "nvidia.com/mlnxnics")
+    ignored_resources: tuple[str, ...] = (
+        "nvidia.com/hostdev",
+        "nvidia.com/mlnxnics",
+        "nvidia.com/gpumem",
+        "nvidia.com/gpumem-percentage",
+        "nvidia.com/gpucores",
+    )
     # Accepted without an inventory besides the NVIDIA catalog names.
     known_without_inventory: tuple[str, ...] = (
         "amd.com/gpu",

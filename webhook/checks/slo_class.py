@@ -32,6 +32,17 @@ class Params(CheckParams):
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
 
 
+# Why a mode is wrong for a class that rejects it, in the words a tenant needs.
+_WHY = {
+    "time-slicing": "time-sliced replicas share the GPU's time and memory with no "
+    "isolation, so another tenant can stall this one or take its memory",
+    "mps": "MPS clients split the GPU's memory but share its compute and fault domain, so "
+    "another tenant's load or crash reaches this one",
+    "mig": "a MIG slice is a fixed fraction of a GPU",
+    "exclusive": "whole GPUs are reserved for other classes here",
+}
+
+
 def _modes(accepted: tuple[SharingMode, ...]) -> str:
     return " or ".join(accepted)
 
@@ -79,7 +90,7 @@ def _judge(
     params: Params,
 ) -> Iterator[Violation]:
     where = f"{amount.container.label} requests {amount.resource}"
-    why = "shared GPUs give no isolation of time or memory, so another tenant can stall this one"
+    why = _WHY["time-slicing"]
     if inventory.known:
         offers = list(candidate_offers(pod, amount.resource, inventory))
         bad = [o for o in offers if o.sharing not in accepted]
@@ -90,7 +101,7 @@ def _judge(
                 amount.path,
                 f"the pod is {slo} ({params.label}), which accepts only {_modes(accepted)} GPUs, "
                 f"but {where}, which is {_mode_text(bad[0])} on node {nodes}, where it can land: "
-                f"{why}. {_fix(pod, accepted, bad, inventory)}",
+                f"{_WHY.get(bad[0].sharing, why)}. {_fix(pod, accepted, bad, inventory)}",
             )
         return
     # No inventory: only the name speaks. `.shared` is time-sliced or MPS by construction.
