@@ -300,7 +300,7 @@ def test_colour_on_request(runs: Any) -> None:
     assert f"\x1b[31m\x1b[1merror:\x1b[0m {tmp / 'mixed' / 'b-broken.yaml'}:9: invalid YAML: " in (
         proc.stdout
     )
-    assert proc.stdout.endswith("findings: 1 deny, 0 warn, 0 dryrun; 1 errors\n")
+    assert proc.stdout.endswith("findings: 1 deny, 0 warn, 0 dryrun; 1 error\n")
 
 
 def test_stdin_with_a_list_and_skipped_documents(runs: Any) -> None:

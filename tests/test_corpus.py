@@ -81,4 +81,4 @@ def test_each_file_alone(path: Path) -> None:
     assert "internal error" not in result.output
     if result.exit_code == 2:
         assert re.search(rf"^error: {re.escape(str(path))}:\d+: ", result.output, re.MULTILINE)
-    assert re.search(r"^1 files, \d+ objects: ", result.output, re.MULTILINE)
+    assert re.search(r"^1 file, \d+ objects?: ", result.output, re.MULTILINE)

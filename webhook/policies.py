@@ -198,16 +198,23 @@ def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) ->
                 _load_document(doc, str(path), checks, policies, kinds, errors)
         except ManifestError as exc:
             errors.append(str(exc))
-    names = [p.name for p in policies]
-    errors += [
-        f"policy name {n!r} is defined twice"
-        for n in sorted({n for n in names if names.count(n) > 1})
-    ]
+    errors += _duplicates(policies)
     if errors:
         raise PolicyError("\n".join(errors))
     if not policies:
         raise PolicyError(f"{root or 'policy files'}: no GPUPolicy documents found")
     return PolicySet(tuple(policies), tuple(kinds), digest.hexdigest()[:16])
+
+
+def _duplicates(policies: list[Policy]) -> list[str]:
+    sources: dict[str, list[str]] = {}
+    for policy in policies:
+        sources.setdefault(policy.name, []).append(policy.source)
+    return [
+        f"policy name {name!r} is defined more than once: in {', '.join(where)}"
+        for name, where in sorted(sources.items())
+        if len(where) > 1
+    ]
 
 
 def _load_document(

@@ -113,15 +113,19 @@ def render_text(run: Run, *, colour: bool) -> str:
 def _summary_line(s: dict[str, Any]) -> str:
     skipped = ", ".join(f"{n} {why}" for why, n in sorted(s["skippedReasons"].items()))
     text = (
-        f"{s['files']} files, {s['objects']} objects: {s['evaluated']} checked, "
-        f"{s['skipped']} skipped"
+        f"{_count(s['files'], 'file')}, {_count(s['objects'], 'object')}: "
+        f"{s['evaluated']} checked, {s['skipped']} skipped"
     )
     if skipped:
         text += f" ({skipped})"
     text += f"; findings: {s['deny']} deny, {s['warn']} warn, {s['dryrun']} dryrun"
     if s["errors"]:
-        text += f"; {s['errors']} errors"
+        text += f"; {_count(s['errors'], 'error')}"
     return text
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def placed(results: Sequence[Result]) -> list[Result]:

@@ -178,11 +178,17 @@ def _no_candidate(pod: PodView, resource: str, offers: tuple[Offer, ...], path: 
     return Violation(
         "no-candidate-node",
         path,
-        f"the pod requests {resource} ({format_path(path)}), but none of the "
-        f"{plural(len(offers), 'node')} that advertise it can take this pod ({listing(reasons)}), "
+        f"the pod requests {resource} ({format_path(path)}), but "
+        f"{_advertisers(len(offers))} ({listing(reasons)}), "
         f"so it would stay Pending forever. Fix the nodeSelector/affinity, or add a toleration "
         f"for the taint.",
     )
+
+
+def _advertisers(n: int) -> str:
+    if n == 1:
+        return "the one node that advertises it cannot take this pod"
+    return f"none of the {n} nodes that advertise it can take this pod"
 
 
 def _n(value: Count) -> str:
