@@ -245,7 +245,8 @@ def test_catalog_message_without_inventory() -> None:
     (message,) = messages(run(POLICY, pod(gpu("nvidia.com/mig-1g.10gb"), labels=peak("12Gi"))))
     assert message == (
         "the pod needs 12 GiB (12288 MiB) per device (gpu-admission.io/peak-memory=12Gi), but "
-        "nvidia.com/mig-1g.10gb offers 9856 MiB (catalog value for A100 40GB; no inventory "
+        "nvidia.com/mig-1g.10gb offers 9856 MiB (smallest catalog value of this profile, "
+        "A100 40GB; no inventory "
         "given): the workload would run out of GPU memory. Request a larger MIG profile, or "
         "pass --inventory to compare with the real nodes."
     )
@@ -302,3 +303,13 @@ def test_custom_label_key(tmp_path: Path) -> None:
     assert message.startswith(
         "the pod needs 12 GiB (12288 MiB) per device (example.com/gpu-peak=12Gi)"
     )
+
+
+def test_a_peak_without_a_unit_is_bytes_and_reported() -> None:
+    labels = {"gpu-admission.io/peak-memory": "12", "gpu-admission.io/slo-class": "batch"}
+    decision = run(POLICY, pod(gpu("nvidia.com/mig-3g.40gb"), labels=labels), cluster())
+    assert rules(decision) == ["invalid-peak-memory"]
+    assert messages(decision) == [
+        'label gpu-admission.io/peak-memory="12" has no unit, so it means 12 bytes: write the '
+        "peak GPU memory per device with a unit, e.g. 12Gi or 12G."
+    ]

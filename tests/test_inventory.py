@@ -220,12 +220,23 @@ A100_40 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
             ("mig", 1, 9856, "label nvidia.com/mig-1g.10gb.me.memory", 9856),
         ),
         # Without a product label the catalog takes the smallest size of that profile.
-        ({}, "nvidia.com/mig-1g.10gb", ("mig", 1, 9856, "catalog value for A100 40GB", 9856)),
+        (
+            {},
+            "nvidia.com/mig-1g.10gb",
+            ("mig", 1, 9856, "smallest catalog value of this profile, A100 40GB", 9856),
+        ),
         # A product the catalog does not know: the smallest size of the profile, named.
         (
             {"nvidia.com/gpu.product": "NVIDIA-A800-SXM4-80GB"},
             "nvidia.com/mig-1g.10gb",
-            ("mig", 1, 9856, "catalog value for A100 40GB", 9856),
+            (
+                "mig",
+                1,
+                9856,
+                "smallest catalog value of this profile, A100 40GB; GPU model "
+                "NVIDIA-A800-SXM4-80GB is not in the catalog",
+                9856,
+            ),
         ),
         # A profile the catalog does not know.
         (A100_40, "nvidia.com/mig-9g.99gb", ("mig", 1, None, "no memory label", None)),

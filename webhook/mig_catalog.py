@@ -18,10 +18,18 @@ class CatalogMemory:
     mib: int
     gpu: str
     nominal: bool
+    # Set when the node's GPU model is not known: the least any model offers was taken.
+    # "" means no model was named at all; otherwise the product label we did not know.
+    unknown_model: str | None = None
 
     def describe(self) -> str:
         kind = "nominal catalog value" if self.nominal else "catalog value"
-        return f"{kind} for {self.gpu}"
+        if self.unknown_model is None:
+            return f"{kind} for {self.gpu}"
+        why = (
+            f"; GPU model {self.unknown_model} is not in the catalog" if self.unknown_model else ""
+        )
+        return f"smallest {kind} of this profile, {self.gpu}{why}"
 
 
 def _nominal(profiles: str) -> dict[str, int]:
@@ -113,7 +121,10 @@ def profile_memory(profile: str, *, product: str | None = None) -> CatalogMemory
             found.append(CatalogMemory(_NOMINAL[row][profile], row, nominal=True))
     if not found:
         return None
-    return min(found, key=lambda m: m.mib)
+    smallest = min(found, key=lambda m: m.mib)
+    if gpu is None:
+        smallest = CatalogMemory(smallest.mib, smallest.gpu, smallest.nominal, product or "")
+    return smallest
 
 
 def all_profiles() -> set[str]:

@@ -61,6 +61,15 @@ def _peak(pod: PodView, params: Params, amount: ResourceAmount) -> Fraction | Vi
             f'label {params.label}="{shown(raw)}" is not {what}: write the '
             f"peak GPU memory per device with a unit, e.g. {EXAMPLE}, 11G or 12000Mi.",
         )
+    if raw.strip().isdigit():
+        # A bare number is bytes to Kubernetes; nobody's model peaks at 12 bytes.
+        return Violation(
+            "invalid-peak-memory",
+            label_path,
+            f'label {params.label}="{shown(raw)}" has no unit, so it means {shown(raw)} bytes: '
+            f"write the peak GPU memory per device with a unit, e.g. {shown(raw)}Gi or "
+            f"{shown(raw)}G.",
+        )
     return mib
 
 
