@@ -189,6 +189,20 @@ def test_message_prefix(tmp_path: Path) -> None:
         ),
         ({"apiVersion": "v1", "kind": 7}, "kind (none) holds no pod spec"),
         ({}, "kind (none) holds no pod spec"),
+        (
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role"},
+            "kind Role holds no pod spec",
+        ),
+        (
+            {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"},
+            "kind Job (batch.volcano.sh/v1alpha1) is not a configured workload kind "
+            "(WorkloadKinds)",
+        ),
+        (
+            {"apiVersion": "inference.networking.x-k8s.io/v1alpha2", "kind": "InferenceModel"},
+            "kind InferenceModel (inference.networking.x-k8s.io/v1alpha2) is not a configured "
+            "workload kind (WorkloadKinds)",
+        ),
     ],
 )
 def test_subjects_without_pods_are_skipped(obj: dict[str, Any], skipped: str) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 from webhook.inventory import Inventory
 from webhook.policies import Action, PolicySet
-from webhook.workloads import pod_views
+from webhook.workloads import api_group, pod_views
 from webhook.yamlsource import Path
 
 StaleAction = Literal["deny", "warn", "allow"]
@@ -86,7 +86,7 @@ def evaluate(
     kind, namespace = subject.kind, subject.namespace
     pods = pod_views(subject.obj, custom=policy_set.custom_kinds)
     if pods is None:
-        return Decision(skipped=f"kind {kind or '(none)'} holds no pod spec")
+        return Decision(skipped=_not_a_workload(subject.obj, kind))
     findings: list[Finding] = []
     matched = False
     for policy in policy_set.policies:
@@ -121,3 +121,15 @@ def _as_stale(finding: Finding, stale: Staleness) -> Finding | None:
         f"{stale.max_age_seconds:.0f}s limit: reported as {action})"
     )
     return finding._replace(action=action, message=finding.message + note)
+
+
+def _not_a_workload(obj: Mapping[str, Any], kind: str) -> str:
+    api_version = obj.get("apiVersion")
+    group = api_group(api_version)
+    # Kubernetes' own groups have no dot (apps, policy) or end in .k8s.io; SIG projects'
+    # custom resources (jobset.x-k8s.io) and everyone else's have a domain of their own.
+    builtin = "." not in group or (group.endswith(".k8s.io") and not group.endswith("x-k8s.io"))
+    if not builtin:
+        # A custom resource: say how to teach us where its pod templates are.
+        return f"kind {kind} ({api_version}) is not a configured workload kind (WorkloadKinds)"
+    return f"kind {kind or '(none)'} holds no pod spec"
