@@ -37,10 +37,17 @@ def manifests(directory: Path, count: int) -> None:
     objs = [
         pod(name="p", limits={"nvidia.com/mig-3g.40gb": 1}),
         deployment(pod(limits={"nvidia.com/mig-1g.10gb": 1})),
-        pod(name="bad", limits={"nvidia.com/mig-1g.10g": 1},
-            container={"securityContext": {"privileged": True}}),
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
-         "spec": {"ports": [{"port": 80}]}},
+        pod(
+            name="bad",
+            limits={"nvidia.com/mig-1g.10g": 1},
+            container={"securityContext": {"privileged": True}},
+        ),
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "s"},
+            "spec": {"ports": [{"port": 80}]},
+        },
     ]
     for i in range(count):
         obj = objs[i % len(objs)]
@@ -50,11 +57,18 @@ def manifests(directory: Path, count: int) -> None:
 def main() -> None:
     policy_set = load_policy_dir(ROOT / "policies")
     inventory = read_inventory(str(ROOT / "examples/cluster/nodes.json"))
-    gpu_pod = pod(name="train", limits={"nvidia.com/mig-3g.40gb": 1},
-                  container={"env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
-                             "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
-                  spec={"volumes": [{"name": "data", "emptyDir": {}}],
-                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})
+    gpu_pod = pod(
+        name="train",
+        limits={"nvidia.com/mig-3g.40gb": 1},
+        container={
+            "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        },
+        spec={
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        },
+    )
     deploy = deployment(gpu_pod)
     for name, obj in (("GPU Pod", gpu_pod), ("GPU Deployment", deploy)):
         subject = Subject(obj, "ml")
@@ -73,10 +87,14 @@ def main() -> None:
         t = time.perf_counter()
         run = check_paths([tmp], policy_set=policy_set, inventory=inventory)
         check = time.perf_counter() - t
-    print(f"plain YAML parse (libyaml) of 2000 manifests: {parse:.3f} s, "
-          f"{2000 / parse:,.0f} objects/s")
-    print(f"check of the same 2000 manifests: {check:.3f} s, {run.objects / check:,.0f} objects/s "
-          f"({check / parse:.2f}x the plain parse; {len(run.results)} findings)")
+    print(
+        f"plain YAML parse (libyaml) of 2000 manifests: {parse:.3f} s, "
+        f"{2000 / parse:,.0f} objects/s"
+    )
+    print(
+        f"check of the same 2000 manifests: {check:.3f} s, {run.objects / check:,.0f} objects/s "
+        f"({check / parse:.2f}x the plain parse; {len(run.results)} findings)"
+    )
 
 
 if __name__ == "__main__":

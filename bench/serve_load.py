@@ -229,8 +229,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1, help="wrk threads")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--serve-args", default="",
-                        help="extra arguments for serve, e.g. '--eval-cache-size 0'")
+    parser.add_argument(
+        "--serve-args", default="", help="extra arguments for serve, e.g. '--eval-cache-size 0'"
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk not found (apt-get install -y wrk)")

@@ -175,8 +175,7 @@ def test_no_candidate_node_because_of_affinity() -> None:
         run(POLICY, pod(gpu("nvidia.com/mig-1g.10gb"), affinity=affinity), cluster())
     )
     assert (
-        "none of the 1 node that advertise it can take this pod (a100-mig: required node "
-        in message
+        "the one node that advertises it cannot take this pod (a100-mig: required node " in message
     )
 
 
