@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import time
@@ -83,7 +84,9 @@ class Server:
             stderr=(tmp / "serve.err").open("wb"),
         )
         self.stderr_file = tmp / "serve.err"
-        self.client = httpx.Client(verify=str(self.ca_file), timeout=10)
+        self.client = httpx.Client(
+            verify=ssl.create_default_context(cafile=self.ca_file), timeout=10
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:

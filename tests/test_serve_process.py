@@ -58,7 +58,9 @@ def _serial_seen(port: int, ca_file: Path) -> int:
 
 
 def _load(server: Server, stop: threading.Event, results: list[tuple[float, str]]) -> None:
-    with httpx.Client(verify=str(server.ca_file), timeout=10) as client:
+    with httpx.Client(
+        verify=ssl.create_default_context(cafile=server.ca_file), timeout=10
+    ) as client:
         while not stop.is_set():
             started = time.monotonic()
             try:
