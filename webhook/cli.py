@@ -43,6 +43,17 @@ def load_policies(directory: str) -> PolicySet:
         raise InputError(f"policies did not load:\n{exc}") from None
 
 
+def _resolve_colour(ctx: click.Context, param: click.Parameter, value: bool | None) -> bool:
+    """--color/--no-color, else colour when stdout is a terminal and NO_COLOR is unset."""
+    return value if value is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+color_option = click.option(
+    "--color/--no-color",
+    default=None,
+    callback=_resolve_colour,
+    help="Colour text output (default: on a terminal, unless NO_COLOR is set).",
+)
 policies_option = click.option(
     "--policies",
     "policies_dir",
@@ -70,13 +81,13 @@ def main() -> None:
 @click.option(
     "--output", "-o", type=click.Choice(["text", "json", "sarif", "junit"]), default="text"
 )
-@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+@color_option
 @click.argument("paths", nargs=-1, required=True)
 def check(
     policies_dir: str,
     inventory: str | None,
     output: str,
-    color: bool | None,
+    color: bool,
     paths: tuple[str, ...],
 ) -> None:
     """Check manifest files (YAML/JSON, directories, - for stdin) against the policies.
@@ -106,10 +117,7 @@ def check(
         files = ["<stdin>" if f == "-" else f for f in expand_paths(paths)]
         click.echo(render_check_junit(run, files=files))
     else:
-        use_colour = (
-            color if color is not None else (sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-        )
-        click.echo(render_text(run, colour=use_colour), color=use_colour)
+        click.echo(render_text(run, colour=color), color=color)
     sys.exit(run.exit_code)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -10,7 +9,13 @@ from collections.abc import Iterator
 import click
 
 from webhook.audit import Auditor, AuditReport, FailOn
-from webhook.cli import InputError, inventory_option, load_policies, policies_option
+from webhook.cli import (
+    InputError,
+    color_option,
+    inventory_option,
+    load_policies,
+    policies_option,
+)
 from webhook.dumps import Sourced
 from webhook.dumps import from_files as files_source
 from webhook.errors import GpuAdmissionError
@@ -49,7 +54,7 @@ from webhook.sources import read_inventory
     show_default=True,
     help="Exit 1 when findings of this action (or worse) exist.",
 )
-@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+@color_option
 def audit(
     policies_dir: str,
     inventory: str | None,
@@ -60,7 +65,7 @@ def audit(
     page_size: int,
     output: str,
     fail_on: FailOn,
-    color: bool | None,
+    color: bool,
 ) -> None:
     """Judge every workload of a cluster (or of a dump) as if it were being created.
 
@@ -84,7 +89,7 @@ def audit(
         )
     finally:
         progress.close()
-    use_colour = output == "text" and (color if color is not None else _colour_default())
+    use_colour = output == "text" and color
     click.echo(_render(report, output=output, colour=use_colour), nl=False, color=use_colour)
     if output != "text":
         for error in report.errors:
@@ -189,7 +194,3 @@ def _render(report: AuditReport, *, output: str, colour: bool) -> str:
     from webhook.audit_render import render_text
 
     return render_text(report, colour=colour)
-
-
-def _colour_default() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ

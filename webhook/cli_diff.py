@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-from webhook.cli import InputError, inventory_option, load_policies, policies_option
+from webhook.cli import (
+    InputError,
+    color_option,
+    inventory_option,
+    load_policies,
+    policies_option,
+)
 from webhook.diffing import DiffReport, diff_objects, render_json, render_text
 from webhook.dumps import from_files
 from webhook.errors import GpuAdmissionError
@@ -24,14 +29,14 @@ from webhook.sources import read_inventory
 @policies_option
 @inventory_option
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
-@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+@color_option
 @click.argument("paths", nargs=-1, required=True)
 def diff(
     base_policies: str,
     policies_dir: str,
     inventory: str | None,
     output: str,
-    color: bool | None,
+    color: bool,
     paths: tuple[str, ...],
 ) -> None:
     """Compare two policy sets on manifests or audit dumps (files, directories, - for stdin).
@@ -53,9 +58,8 @@ def diff(
     sys.exit(report.exit_code)
 
 
-def _print(report: DiffReport, *, output: str, color: bool | None) -> None:
+def _print(report: DiffReport, *, output: str, color: bool) -> None:
     if output == "json":
         click.echo(render_json(report))
         return
-    colour = color if color is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    click.echo(render_text(report, colour=colour), color=colour)
+    click.echo(render_text(report, colour=color), color=color)

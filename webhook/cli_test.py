@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from webhook.cli import default_policies
+from webhook.cli import color_option, default_policies
 from webhook.policies import TESTS_DIR
 from webhook.policytest_run import (
     exit_code,
@@ -21,9 +20,9 @@ from webhook.policytest_run import (
 
 @click.command(name="test")
 @click.option("--output", "-o", type=click.Choice(["text", "junit"]), default="text")
-@click.option("--color/--no-color", default=None, help="Colour text output (default: on a tty).")
+@color_option
 @click.argument("paths", nargs=-1)
-def test_command(output: str, color: bool | None, paths: tuple[str, ...]) -> None:
+def test_command(output: str, color: bool, paths: tuple[str, ...]) -> None:
     """Run policy test suites (PolicyTest YAML files, or directories holding them).
 
     Default: the suites in the policy directory's tests/. Exit 0: every case passed;
@@ -37,8 +36,5 @@ def test_command(output: str, color: bool | None, paths: tuple[str, ...]) -> Non
     if output == "junit":
         click.echo(render_junit_results(results, errors))
     else:
-        colour = (
-            color if color is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        )
-        click.echo(render_text(results, errors, colour=colour), color=colour)
+        click.echo(render_text(results, errors, colour=color), color=color)
     sys.exit(exit_code(results, errors))
