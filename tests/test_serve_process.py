@@ -176,3 +176,16 @@ def test_a_slow_client_gets_408_and_holds_nothing(tmp_path: Path) -> None:
         assert ok.status_code == 200
     finally:
         server.stop()
+
+
+def test_two_workers_share_the_port_and_stop_together(tmp_path: Path) -> None:
+    server = Server(tmp_path, "--workers", "2")
+    try:
+        answers = {server.validate(review(pod())).status_code for _ in range(20)}
+        assert answers == {200}
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(20) == 0
+        lines = (tmp_path / "decisions.log").read_bytes().splitlines()
+        assert len(lines) >= 20  # every decision reached the shared stdout
+    finally:
+        server.stop()
