@@ -12,7 +12,8 @@ import pytest
 from reviews import CLEAN, VIOLATIONS, pod, review
 from starlette.testclient import TestClient
 
-from webhook.server import MAX_BODY, DecisionLog, create_app
+from webhook.decisionlog import DecisionLog
+from webhook.server import MAX_BODY, create_app
 from webhook.state import Settings, State
 
 ROOT = Path(__file__).resolve().parents[1]

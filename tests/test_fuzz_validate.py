@@ -20,7 +20,8 @@ from reviews import review
 from servers import Server
 from starlette.testclient import TestClient
 
-from webhook.server import DecisionLog, create_app
+from webhook.decisionlog import DecisionLog
+from webhook.server import create_app
 from webhook.state import Settings, State
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,10 +11,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import IO, Any
+from typing import Any
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -25,6 +24,7 @@ from starlette.routing import Route
 
 from webhook import metrics
 from webhook.admission import AdmissionRequest, judge, parse_review, response
+from webhook.decisionlog import DecisionLog, object_name
 from webhook.engine import Decision
 from webhook.errors import ReviewError
 from webhook.state import State
@@ -35,45 +35,6 @@ MAX_BODY = 3 * 1024 * 1024  # the apiserver's own request limit is 3 MiB
 
 class BodyTooLarge(Exception):
     """The request body passed MAX_BODY."""
-
-
-class DecisionLog:
-    """One JSON line per decision: who asked for what and what we said. Never the object,
-    env values or annotation values: findings are logged by policy, rule and path only."""
-
-    def __init__(self, stream: IO[bytes] | None = None, clock: Callable[[], float] = time.time):
-        self._stream = stream if stream is not None else sys.stdout.buffer
-        self._clock = clock
-
-    def write(self, req: AdmissionRequest, decision: Decision, verdict: str, state: State) -> None:
-        age = state.inventory_age()
-        entry = {
-            "time": self._clock(),
-            "uid": req.uid,
-            "operation": req.operation,
-            "subResource": req.sub_resource or None,
-            "kind": req.kind,
-            "namespace": req.namespace,
-            "name": req.name or _generate_name(req),
-            "user": req.user,
-            "dryRun": req.dry_run,
-            "decision": verdict,
-            "findings": [
-                {"policy": f.policy, "rule": f.rule, "action": f.action, "path": list(f.path)}
-                for f in decision.findings
-            ],
-            "policySet": state.policy_set.digest,
-            "inventoryAgeSeconds": None if age is None else round(age, 1),
-        }
-        self._stream.write(orjson.dumps(entry) + b"\n")
-        self._stream.flush()
-
-
-def _generate_name(req: AdmissionRequest) -> str:
-    meta = req.obj.get("metadata") if req.obj is not None else None
-    if isinstance(meta, dict):
-        return str(meta.get("name") or meta.get("generateName") or "")
-    return ""
 
 
 def verdict_of(decision: Decision) -> str:
@@ -205,11 +166,14 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if background is None:
-            yield
-            return
-        async with background(state):
-            yield
+        try:
+            if background is None:
+                yield
+            else:
+                async with background(state):
+                    yield
+        finally:
+            decisions.flush()  # the last turn's lines, before the process goes
 
     return Starlette(
         routes=[
@@ -230,7 +194,7 @@ def _decide(req: AdmissionRequest, state: State) -> tuple[bytes, Decision]:
         stale=state.staleness(),
         evaluator=state.cache.evaluate,
     )
-    name = req.name or _generate_name(req) or "(unnamed)"
+    name = req.name or object_name(req) or "(unnamed)"
     where = f"{req.namespace}/{name}" if req.namespace else name
     body = response(req.uid, decision, subject=f"{req.kind} {where}")
     return orjson.dumps(body), decision
