@@ -116,8 +116,8 @@ def serve(
             err=True,
         )
     click.echo(
-        f"gpu-admission serving {len(state.policy_set.policies)} policies "
-        f"({state.policy_set.digest}) on https://{host}:{port}/validate",
+        f"gpu-admission: starting with {len(state.policy_set.policies)} policies "
+        f"({state.policy_set.digest}) for https://{host}:{port}/validate",
         err=True,
     )
     options = ServeOptions(
