@@ -278,3 +278,19 @@ def test_policy_reload_keeps_the_last_good_set(tmp_path: Path):
     (policies / "gpu-slo-class.yaml").unlink()
     assert state.reload_policies() is True and state.policy_error is None
     assert len(state.policy_set.policies) == 3
+
+
+def test_a_broken_decision_log_does_not_fail_admission() -> None:
+    class Broken(io.RawIOBase):
+        def writable(self) -> bool:
+            return True
+
+        def write(self, data: Any) -> int:
+            raise BrokenPipeError("stdout closed")
+
+    log = DecisionLog(Broken())  # type: ignore[arg-type]
+    client = TestClient(create_app(make_state(), decision_log=log))
+    for _ in range(2):
+        out = post(client, review(pod(container={"securityContext": {"privileged": True}})))
+        assert out.status_code == 200 and out.json()["response"]["allowed"] is False
+    assert log.lost == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from webhook.admission import AdmissionRequest
 from webhook.engine import Decision
 from webhook.state import State
 
+log = logging.getLogger("gpu_admission.decisions")
+
 
 class DecisionLog:
     """One JSON line per decision: who asked for what and what we said. Never the object,
@@ -23,6 +26,7 @@ class DecisionLog:
         self._stream = stream if stream is not None else sys.stdout.buffer
         self._clock = clock
         self._flush_pending = False
+        self.lost = 0  # decisions that could not be written
 
     def write(self, req: AdmissionRequest, decision: Decision, verdict: str, state: State) -> None:
         age = state.inventory_age()
@@ -44,7 +48,11 @@ class DecisionLog:
             "policySet": state.policy_set.digest,
             "inventoryAgeSeconds": None if age is None else round(age, 1),
         }
-        self._stream.write(orjson.dumps(entry) + b"\n")
+        try:
+            self._stream.write(orjson.dumps(entry) + b"\n")
+        except (OSError, ValueError) as exc:  # a closed or broken stdout
+            self._lost(exc)
+            return
         self._flush_soon()
 
     def _flush_soon(self) -> None:
@@ -56,14 +64,24 @@ class DecisionLog:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # outside the server (tests, tools): write through
-            self._stream.flush()
+            self.flush()
             return
         self._flush_pending = True
         loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self._flush_pending = False
-        self._stream.flush()
+        try:
+            self._stream.flush()
+        except (OSError, ValueError) as exc:
+            self._lost(exc)
+
+    def _lost(self, exc: Exception) -> None:
+        # Admission goes on without its log rather than failing every Pod in the cluster;
+        # say so once, on stderr.
+        self.lost += 1
+        if self.lost == 1:
+            log.error("decision log not writable, decisions are not being logged: %s", exc)
 
 
 def object_name(req: AdmissionRequest) -> str:
