@@ -86,3 +86,39 @@ def test_it_stays_within_its_size() -> None:
             POLICIES, Subject(pod(limits={"nvidia.com/mig-3g.40gb": n + 1}), "ml"), INVENTORY
         )
     assert len(cache._entries) == 3
+
+
+def with_token_volume(obj: dict[str, Any], suffix: str, mount_at: str) -> dict[str, Any]:
+    """The Pod as the ServiceAccount admission plugin leaves it, before any webhook."""
+    out = copy.deepcopy(obj)
+    name = f"kube-api-access-{suffix}"
+    out["spec"].setdefault("volumes", []).append(
+        {"name": name, "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+    )
+    for container in out["spec"]["containers"]:
+        container.setdefault("volumeMounts", []).append({"name": name, "mountPath": mount_at})
+    return out
+
+
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def test_replicas_with_their_own_token_volumes_still_hit() -> None:
+    cache = EvaluationCache()
+    bad = pod(limits={"nvidia.com/mig-1g.10g": 1})
+    for n, suffix in enumerate(("x7k2p", "q9z4m", "a1b2c")):
+        subject = Subject(replica(with_token_volume(bad, suffix, SA_MOUNT), n), "ml")
+        assert cache.evaluate(POLICIES, subject, INVENTORY) == evaluate(
+            POLICIES, subject, INVENTORY
+        )
+    assert (cache.misses, cache.hits) == (1, 2)
+
+
+def test_a_decision_that_names_a_token_volume_is_never_reused() -> None:
+    cache = EvaluationCache()
+    base = pod(limits={"nvidia.com/mig-3g.40gb": 1})
+    for suffix in ("x7k2p", "q9z4m"):
+        obj = with_token_volume(base, suffix, "/var/run/nvidia-container-devices/all")
+        decision = cache.evaluate(POLICIES, Subject(obj, "ml"), INVENTORY)
+        assert f'"kube-api-access-{suffix}"' in decision.findings[0].message
+    assert cache.hits == 0
