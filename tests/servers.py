@@ -57,27 +57,12 @@ class Server:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "webhook",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--policies",
-                str(self.policies),
-                "--inventory",
-                str(ROOT / "examples/cluster/nodes.json"),
-                "--tls-cert-file",
-                str(self.secret.base / "tls.crt"),
-                "--tls-key-file",
-                str(self.secret.base / "tls.key"),
-                "--reload-interval",
-                "0.2",
-                *extra,
-            ],
+            serve_command(
+                self.port,
+                cert=self.secret.base / "tls.crt",
+                key=self.secret.base / "tls.key",
+                extra=("--policies", str(self.policies), "--reload-interval", "0.2", *extra),
+            ),
             # Files, not pipes: nobody reads a pipe here, and a full one would stall the
             # server on its decision log.
             stdout=(tmp / "decisions.log").open("wb"),
@@ -112,3 +97,12 @@ class Server:
                 self.proc.wait(15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def serve_command(port: int, *, cert: Path, key: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """`gpu-admission serve` on 127.0.0.1:port with the example inventory and this pair."""
+    return [
+        sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
+        "--inventory", str(ROOT / "examples/cluster/nodes.json"),
+        "--tls-cert-file", str(cert), "--tls-key-file", str(key), *extra,
+    ]  # fmt: skip

@@ -27,6 +27,7 @@ import pytest
 import yaml
 from conftest import free_port
 from reviews import CLEAN, VIOLATIONS, deployment, pod
+from servers import serve_command
 
 ROOT = Path(__file__).resolve().parents[1]
 APISERVERHOOK = Path(__file__).resolve().parents[2] / "shared/tools/apiserverhook/apiserverhook"
@@ -156,23 +157,7 @@ class Serve:
     def __init__(self, tmp: Path, tls: Path, *extra: str) -> None:
         self.port, self.tmp = free_port(), tmp
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "webhook",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--inventory",
-                str(ROOT / "examples/cluster/nodes.json"),
-                "--tls-cert-file",
-                str(tls / "tls.crt"),
-                "--tls-key-file",
-                str(tls / "tls.key"),
-                *extra,
-            ],
+            serve_command(self.port, cert=tls / "tls.crt", key=tls / "tls.key", extra=extra),
             cwd=ROOT,
             # Files, not pipes: an unread pipe would stall the server on its decision log.
             stdout=(tmp / "decisions.log").open("wb"),

@@ -61,16 +61,16 @@ _children: dict[tuple[Any, ...], Any] = {}
 
 
 def request_counter(decision: str, kind: str, operation: str) -> Any:
-    key = (REQUESTS, decision, kind, operation)
-    child = _children.get(key)
-    if child is None:
-        child = _children[key] = REQUESTS.labels(decision, kind, operation)
-    return child
+    return _child(REQUESTS, decision, kind, operation)
 
 
 def finding_counter(policy: str, rule: str, action: str) -> Any:
-    key = (FINDINGS, policy, rule, action)
+    return _child(FINDINGS, policy, rule, action)
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    key = (metric, *labels)
     child = _children.get(key)
     if child is None:
-        child = _children[key] = FINDINGS.labels(policy, rule, action)
+        child = _children[key] = metric.labels(*labels)
     return child
