@@ -11,7 +11,6 @@ denial text and warnings exactly as kubectl would receive them.
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 import ssl
 import subprocess
@@ -24,18 +23,15 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
+from apiserverhook import APISERVERHOOK, Obj, run_cases, write_webhook_config
 from conftest import free_port
 from reviews import CLEAN, VIOLATIONS, deployment, pod
 from servers import serve_command
 
 ROOT = Path(__file__).resolve().parents[1]
-APISERVERHOOK = Path(__file__).resolve().parents[2] / "shared/tools/apiserverhook/apiserverhook"
 SERVICE, NAMESPACE = "gpu-admission", "gpu-admission-system"
 DENIED = 'admission webhook "{}" denied the request:'
 WARN_POLICY = "gpu-device-injection"
-
-Obj = dict[str, Any]
 
 pytestmark = [
     pytest.mark.skipif(
@@ -134,25 +130,6 @@ def _certs(out: Path) -> str:
     return run.stdout.strip()
 
 
-def _vwc(ca_bundle: str, out: Path) -> Path:
-    rendered = subprocess.run(
-        ["kubectl", "kustomize", str(ROOT / "manifests/base")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    [vwc] = [
-        d
-        for d in yaml.safe_load_all(rendered)
-        if d and d["kind"] == "ValidatingWebhookConfiguration"
-    ]
-    for webhook in vwc["webhooks"]:
-        webhook["clientConfig"]["caBundle"] = ca_bundle
-    out.write_text(yaml.safe_dump(vwc))
-    return out
-
-
 class Serve:
     def __init__(self, tmp: Path, tls: Path, *extra: str) -> None:
         self.port, self.tmp = free_port(), tmp
@@ -195,27 +172,7 @@ class Serve:
 
 
 def _hook(vwc: Path, port: int, cases: list[Obj]) -> dict[str, Obj]:
-    ids = [c["id"] for c in cases]
-    assert len(ids) == len(set(ids)), "case ids must be unique"
-    run = subprocess.run(
-        [
-            str(APISERVERHOOK),
-            "--vwc",
-            str(vwc),
-            "--target",
-            f"127.0.0.1:{port}",
-            "--namespaces",
-            "ml",
-        ],
-        input="".join(json.dumps(c) + "\n" for c in cases),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert run.returncode == 0, run.stderr
-    answers = [json.loads(line) for line in run.stdout.splitlines()]
-    assert len(answers) == len(cases), run.stderr
-    return {a["id"]: a for a in answers}
+    return run_cases(vwc, target=f"127.0.0.1:{port}", cases=cases, extra=("--namespaces", "ml"))
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +183,7 @@ def results(
     base = tmp_path_factory.mktemp("e2e")
     tls = base / "tls"
     ca_bundle = _certs(tls)
-    vwc = _vwc(ca_bundle, base / "vwc.yaml")
+    vwc = write_webhook_config(ca_bundle, base / "vwc.yaml")
 
     warn_policies = base / "policies"
     shutil.copytree(ROOT / "policies", warn_policies)

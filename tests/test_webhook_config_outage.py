@@ -17,23 +17,19 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from apiserverhook import APISERVERHOOK, Obj, run_cases, write_webhook_config
 
 from webhook import certs
 
 ROOT = Path(__file__).resolve().parents[1]
-APISERVERHOOK = Path(__file__).resolve().parents[2] / "shared/tools/apiserverhook/apiserverhook"
 REFUSED = "failed calling webhook"
 
-Obj = dict[str, Any]
 
 pytestmark = [
     pytest.mark.skipif(not APISERVERHOOK.exists(), reason=f"{APISERVERHOOK} not found"),
@@ -420,37 +416,12 @@ _label_update["metadata"]["labels"] = {"new": "label"}
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Obj]:
     """Every case through apiserverhook in one run, keyed by id."""
-    rendered = subprocess.run(
-        ["kubectl", "kustomize", str(ROOT / "manifests/base")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    [vwc] = [
-        d
-        for d in yaml.safe_load_all(rendered)
-        if d and d["kind"] == "ValidatingWebhookConfiguration"
-    ]
     ca = certs.make_ca(common_name="outage test CA", days=1)
-    for webhook in vwc["webhooks"]:
-        webhook["clientConfig"]["caBundle"] = base64.b64encode(ca.cert_pem).decode()
-    vwc_file = tmp_path_factory.mktemp("outage") / "vwc.yaml"
-    vwc_file.write_text(yaml.safe_dump(vwc))
-    cases = [c for c, _ in REFUSED_CASES] + ALLOWED_CASES
-    ids = [c["id"] for c in cases]
-    assert len(ids) == len(set(ids)), "case ids must be unique"
-    run = subprocess.run(
-        [str(APISERVERHOOK), "--vwc", str(vwc_file), "--target", "127.0.0.1:1"],
-        input="".join(json.dumps(c) + "\n" for c in cases),
-        capture_output=True,
-        text=True,
-        timeout=60,
+    vwc_file = write_webhook_config(
+        base64.b64encode(ca.cert_pem).decode(), tmp_path_factory.mktemp("outage") / "vwc.yaml"
     )
-    assert run.returncode == 0, run.stderr
-    answers = [json.loads(line) for line in run.stdout.splitlines()]
-    assert len(answers) == len(cases), run.stderr
-    return {a["id"]: a for a in answers}
+    cases = [c for c, _ in REFUSED_CASES] + ALLOWED_CASES
+    return run_cases(vwc_file, target="127.0.0.1:1", cases=cases)
 
 
 @pytest.mark.parametrize(
