@@ -47,7 +47,8 @@ def test_shipped_policies_load() -> None:
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
     ]
     assert re.fullmatch(r"[0-9a-f]{16}", policy_set.digest)
-    assert policy_set.covered_kinds() is None  # the shipped policies match every kind
+    # the shipped policies match every kind
+    assert all(not p.match.kinds or "*" in p.match.kinds for p in policy_set.policies)
 
 
 def test_every_check_has_rules_and_is_shipped() -> None:
@@ -297,3 +298,20 @@ def test_digest_follows_the_bytes(tmp_path: Path) -> None:
     assert load_policy_files([path], root=tmp_path).digest == first
     path.write_text(HEAD + GOOD_SPEC + "  description: now documented\n")
     assert load_policy_files([path], root=tmp_path).digest != first
+
+
+def test_an_unreadable_policy_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.yaml").write_text(HEAD + GOOD_SPEC)
+    (tmp_path / "b.yaml").write_text(HEAD.replace("name: p", "name: q") + GOOD_SPEC)
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "b.yaml":  # root reads any file, so the failure is simulated
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    with pytest.raises(PolicyError, match=r"b\.yaml: cannot read: Permission denied$"):
+        load_policy_dir(tmp_path)

@@ -68,13 +68,6 @@ class Match(_Strict):
     excludedNamespaces: list[str] = []
     labelSelector: LabelSelector | None = None
 
-    def matches_object(self, kind: str, namespace: str) -> bool:
-        if self.kinds and kind not in self.kinds and "*" not in self.kinds:
-            return False
-        if self.namespaces and not glob_matcher(tuple(self.namespaces))(namespace):
-            return False
-        return not glob_matcher(tuple(self.excludedNamespaces))(namespace)
-
 
 class PolicySpec(_Strict):
     description: str = ""
@@ -135,21 +128,13 @@ class PolicySet:
     custom_kinds: tuple[TemplateRule, ...]
     digest: str  # sha256 of the files' bytes: which policy set judged a request
 
-    def covered_kinds(self) -> frozenset[str] | None:
-        """Kinds some policy matches; None when one policy matches every kind."""
-        kinds: set[str] = set()
-        for p in self.policies:
-            if not p.match.kinds or "*" in p.match.kinds:
-                return None
-            kinds.update(p.match.kinds)
-        return frozenset(kinds)
-
 
 TESTS_DIR = "tests"  # `gpu-admission test` suites and their Node lists: not policies
 
 
 def compile_match(match: Match) -> Callable[[str, str], bool]:
-    """`match.matches_object` with kinds in a frozenset and the globs in one regex each."""
+    """Whether a Match takes an object of this kind in this namespace: kinds in a
+    frozenset and the namespace globs in one regex each, built once per policy."""
     kinds = frozenset(match.kinds) if match.kinds and "*" not in match.kinds else None
     include = glob_matcher(tuple(match.namespaces)) if match.namespaces else None
     exclude = glob_matcher(tuple(match.excludedNamespaces)) if match.excludedNamespaces else None
@@ -165,34 +150,52 @@ def compile_match(match: Match) -> Callable[[str, str], bool]:
 
 
 def load_policy_dir(directory: str | FsPath) -> PolicySet:
-    """Every *.yaml/*.yml/*.json below `directory`; all errors at once, in one PolicyError.
-
-    A `tests/` directory below it is skipped: it holds policy test suites.
-    """
+    """Every policy file below `directory`; all errors at once, in one PolicyError."""
     root = FsPath(directory)
     if not root.is_dir():
         raise PolicyError(f"{root}: policy directory not found")
-    files = sorted(
+    return load_policy_files(policy_files(root), root=root)
+
+
+def policy_files(root: FsPath) -> list[FsPath]:
+    """*.yaml/*.yml/*.json below `root`, sorted; a `tests/` directory holds test suites,
+    not policies, and ConfigMap mounts hold each file twice (the ..data internals)."""
+    return sorted(
         p
         for p in root.rglob("*")
         if p.suffix in (".yaml", ".yml", ".json")
         and p.is_file()
-        # ConfigMap mounts hold each file twice: skip the ..data/..<timestamp> internals
         and not any(part.startswith("..") for part in p.relative_to(root).parts)
         and TESTS_DIR not in p.relative_to(root).parts[:-1]
     )
-    return load_policy_files(files, root=root)
+
+
+def files_digest(files: Sequence[tuple[str, bytes]]) -> str:
+    """sha256 over (name, content) pairs: which policy set this is, and whether it changed."""
+    digest = hashlib.sha256()
+    for name, data in files:
+        digest.update(name.encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
+def read_files(files: Sequence[FsPath], root: FsPath | None) -> list[tuple[str, bytes]]:
+    """(name relative to root, content) of each file; OSError for one that cannot be read."""
+    return [(str(p.relative_to(root) if root else p), p.read_bytes()) for p in files]
 
 
 def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) -> PolicySet:
-    digest = hashlib.sha256()
     policies: list[Policy] = []
     kinds: list[TemplateRule] = []
     errors: list[str] = []
     checks = registry()
+    contents: list[tuple[str, bytes]] = []
     for path in files:
-        data = path.read_bytes()
-        digest.update(str(path.relative_to(root) if root else path).encode() + b"\0" + data)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+            continue
+        contents.append((str(path.relative_to(root) if root else path), data))
         try:
             for doc in iter_documents(data, source=str(path)):
                 _load_document(doc, str(path), checks, policies, kinds, errors)
@@ -203,7 +206,7 @@ def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) ->
         raise PolicyError("\n".join(errors))
     if not policies:
         raise PolicyError(f"{root or 'policy files'}: no GPUPolicy documents found")
-    return PolicySet(tuple(policies), tuple(kinds), digest.hexdigest()[:16])
+    return PolicySet(tuple(policies), tuple(kinds), files_digest(contents)[:16])
 
 
 def _duplicates(policies: list[Policy]) -> list[str]:

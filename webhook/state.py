@@ -19,7 +19,13 @@ from webhook.engine import StaleAction, Staleness
 from webhook.errors import GpuAdmissionError
 from webhook.evalcache import EvaluationCache
 from webhook.inventory import Inventory
-from webhook.policies import PolicySet, load_policy_dir
+from webhook.policies import (
+    PolicySet,
+    files_digest,
+    load_policy_dir,
+    policy_files,
+    read_files,
+)
 from webhook.sources import read_inventory
 
 log = logging.getLogger("gpu_admission.state")
@@ -144,18 +150,10 @@ class State:
 
 
 def directory_digest(directory: str) -> str:
-    """Content hash of every file below `directory` (ConfigMap mounts swap a symlink)."""
-    h = hashlib.sha256()
+    """The content hash of the policy files as they are now; "" when they cannot be read
+    (the load that follows then says why)."""
     root = Path(directory)
     try:
-        files = sorted(p for p in root.rglob("*") if p.is_file())
+        return files_digest(read_files(policy_files(root), root))
     except OSError:
         return ""
-    for p in files:
-        if any(part.startswith("..") for part in p.relative_to(root).parts):
-            continue  # ConfigMap internals (..data, ..2024_...): the visible names suffice
-        try:
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
-        except OSError:
-            continue
-    return h.hexdigest()

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from webhook import mig_catalog
 from webhook.checks import Check, CheckParams, Violation
 from webhook.checks._text import listing, matches_any, shown
-from webhook.inventory import Inventory, Offer, SharingMode
+from webhook.inventory import SHARING_MODES, Inventory, Offer, SharingMode
 from webhook.scheduling import (
     candidate_offers,
     pinning_selector,
@@ -20,14 +20,12 @@ from webhook.scheduling import (
 )
 from webhook.workloads import PodView, ResourceAmount
 
-ALL_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "time-slicing", "mps")
-
 
 class Params(CheckParams):
     label: str = "gpu-admission.io/slo-class"
     classes: Mapping[str, tuple[SharingMode, ...]] = {
         "latency-sensitive": ("exclusive", "mig"),
-        "batch": ALL_MODES,
+        "batch": SHARING_MODES,
     }
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
 
