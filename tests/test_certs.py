@@ -36,7 +36,7 @@ from webhook.cli_certs import CertsError, install, merge_ca_bundle
 
 SVC = "gpu-admission.gpu-admission-system.svc"
 NOW = datetime.datetime.now(datetime.UTC)
-RUN_CERTS = [sys.executable, "-c", "from webhook.cli_certs import certs; certs()"]
+RUN_CERTS = [sys.executable, "-m", "webhook", "certs"]
 
 
 @pytest.fixture(scope="module")
