@@ -18,10 +18,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from reviews import deployment, pod  # noqa: E402
 
-from webhook.checking import check_paths  # noqa: E402
-from webhook.engine import Subject, evaluate  # noqa: E402
-from webhook.policies import load_policy_dir  # noqa: E402
-from webhook.sources import read_inventory  # noqa: E402
+from webhook.commands.check import check_paths  # noqa: E402
+from webhook.core.engine import Subject, evaluate  # noqa: E402
+from webhook.core.policy import load_policy_dir  # noqa: E402
+from webhook.sources.files import read_inventory  # noqa: E402
 
 
 def median_us(fn, *, runs: int = 20_000) -> float:  # type: ignore[no-untyped-def]

@@ -10,9 +10,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from webhook.engine import Decision, Subject, evaluate
-from webhook.inventory import Inventory
-from webhook.policies import PolicySet, load_policy_dir, load_policy_files
+from webhook.core.engine import Decision, Subject, evaluate
+from webhook.core.inventory import Inventory
+from webhook.core.policy import PolicySet
+from webhook.sources.policy_files import load_policy_dir, load_policy_files
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ROOT / "policies"

@@ -1,7 +1,7 @@
 """A fake kube-apiserver for tests: the real kubernetes client talks to it over HTTP.
 
 A real kube-apiserver (with etcd) cannot run on this machine, so this stands in for one,
-answering only what `webhook.kube` and `webhook.node_watch` use, the way the real one
+answering only what `webhook.kube.client` and `webhook.kube.node_watch` use, the way the real one
 answers it:
 
 - GET list endpoints (`/api/v1/...`, `/apis/<group>/<version>/...`, namespaced or not)

@@ -16,7 +16,7 @@ import httpx
 import orjson
 from conftest import free_port
 
-from webhook import certs
+from webhook.serve import certs
 
 ROOT = Path(__file__).resolve().parents[1]
 

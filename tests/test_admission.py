@@ -12,9 +12,9 @@ import pytest
 from reviews import CLEAN, VIOLATIONS, pod, review
 from starlette.testclient import TestClient
 
-from webhook.decisionlog import DecisionLog
-from webhook.server import MAX_BODY, create_app
-from webhook.state import Settings, State
+from webhook.serve.decisionlog import DecisionLog
+from webhook.serve.server import MAX_BODY, create_app
+from webhook.serve.state import Settings, State
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -200,7 +200,7 @@ def test_internal_fault_is_500_with_the_uid(monkeypatch: pytest.MonkeyPatch):
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")  # stands in for a bug in a check
 
-    monkeypatch.setattr("webhook.server.judge", broken)
+    monkeypatch.setattr("webhook.serve.server.judge", broken)
     client = TestClient(create_app(state, decision_log=DecisionLog(io.BytesIO())))
     r = review(pod())
     resp = post(client, r)

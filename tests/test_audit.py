@@ -1,4 +1,4 @@
-"""webhook.audit: evaluation as if created, folding under the top owner, counts, exit codes."""
+"""commands.audit: evaluation as if created, folding under the top owner, counts, exit codes."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from auditobjects import (
 )
 from builders import POLICIES
 
-from webhook.audit import Auditor, AuditReport, ObjectRef
-from webhook.inventory import Inventory
-from webhook.policies import load_policy_dir
+from webhook.commands.audit import Auditor, AuditReport, ObjectRef
+from webhook.core.inventory import Inventory
+from webhook.sources.policy_files import load_policy_dir
 
 PRIVILEGED = ("gpu-device-injection", "privileged")
 
@@ -127,7 +127,7 @@ def test_cluster_scoped_objects_have_no_namespace() -> None:
 
 
 def test_findings_are_the_same_as_at_admission() -> None:
-    from webhook.engine import Subject, evaluate
+    from webhook.core.engine import Subject, evaluate
 
     obj = pod("gpu", gpus=1, labels={"gpu-admission.io/slo-class": "batch"})
     policies = load_policy_dir(POLICIES)
@@ -159,15 +159,15 @@ def test_errors_make_exit_code_2() -> None:
 def test_an_internal_error_on_one_object_is_reported_and_the_audit_goes_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import webhook.audit
-    from webhook.engine import evaluate as real
+    import webhook.commands.audit
+    from webhook.core.engine import evaluate as real
 
     def flaky(policy_set: Any, subject: Any, inventory: Any) -> Any:
         if subject.obj["metadata"]["name"] == "boom":
             raise KeyError("spec")
         return real(policy_set, subject, inventory)
 
-    monkeypatch.setattr(webhook.audit, "evaluate", flaky)
+    monkeypatch.setattr(webhook.commands.audit, "evaluate", flaky)
     auditor = Auditor(load_policy_dir(POLICIES), Inventory.unknown())
     auditor.add(pod("boom"), location="dump.json:7")
     auditor.add(pod("next", privileged=True), location="dump.json:30")

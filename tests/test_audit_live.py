@@ -13,7 +13,7 @@ from auditobjects import GPU_LABELS, deployment_family, pod
 from clirun import gpu_admission
 from fakeapiserver import TOKEN, FakeApiServer
 
-from webhook.kube import BUILTIN_WORKLOADS, NODES
+from webhook.kube.client import BUILTIN_WORKLOADS, NODES
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTORCHJOBS = ("kubeflow.org", "v1", "pytorchjobs")

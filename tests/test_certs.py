@@ -1,4 +1,4 @@
-"""Certificates (webhook.certs) and the `certs` command (webhook.cli_certs).
+"""Certificates (webhook.serve.certs) and the `certs` command (webhook.cli.certs).
 
 The command runs as a real subprocess. Its cluster options talk to `FakeApiserver`,
 a small HTTP server that answers the four calls the command makes (read and apply a
@@ -31,8 +31,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 from kubernetes import client as k8s
 
-from webhook import certs
-from webhook.cli_certs import CertsError, install, merge_ca_bundle
+from webhook.cli.certs import CertsError, install, merge_ca_bundle
+from webhook.serve import certs
 
 SVC = "gpu-admission.gpu-admission-system.svc"
 NOW = datetime.datetime.now(datetime.UTC)

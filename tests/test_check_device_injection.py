@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from builders import container, gpu, messages, only, pod, policy_file, rules, run, template_of
 
-from webhook.engine import Subject, evaluate
-from webhook.inventory import Inventory
+from webhook.core.engine import Subject, evaluate
+from webhook.core.inventory import Inventory
 
 POLICY = only("gpu-device-injection")
 FIX = (

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from clirun import gpu_admission
 
-from webhook.policies import load_policy_dir
+from webhook.sources.policy_files import load_policy_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 INVENTORY = "examples/cluster/nodes.json"

@@ -19,9 +19,10 @@ from builders import (
 )
 
 from webhook.checks import registry
-from webhook.engine import INVENTORY_RULES, Staleness, Subject, evaluate
-from webhook.inventory import Inventory
-from webhook.policies import PolicySet, load_policy_files
+from webhook.core.engine import INVENTORY_RULES, Staleness, Subject, evaluate
+from webhook.core.inventory import Inventory
+from webhook.core.policy import PolicySet
+from webhook.sources.policy_files import load_policy_files
 
 PRIVILEGED = pod(container("x", securityContext={"privileged": True}))
 

@@ -8,10 +8,10 @@ from typing import Any
 
 from reviews import pod
 
-from webhook.engine import Staleness, Subject, evaluate
-from webhook.evalcache import EvaluationCache
-from webhook.policies import load_policy_dir
-from webhook.sources import read_inventory
+from webhook.core.engine import Staleness, Subject, evaluate
+from webhook.serve.evalcache import EvaluationCache
+from webhook.sources.files import read_inventory
+from webhook.sources.policy_files import load_policy_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = load_policy_dir(ROOT / "policies")

@@ -20,9 +20,9 @@ from reviews import review
 from servers import Server
 from starlette.testclient import TestClient
 
-from webhook.decisionlog import DecisionLog
-from webhook.server import create_app
-from webhook.state import Settings, State
+from webhook.serve.decisionlog import DecisionLog
+from webhook.serve.server import create_app
+from webhook.serve.state import Settings, State
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = State.start(Settings(str(ROOT / "policies"), str(ROOT / "examples/cluster/nodes.json")))

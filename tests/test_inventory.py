@@ -11,9 +11,9 @@ import pytest
 import yaml
 from builders import EXAMPLES, GPU_TAINT, node
 
+from webhook.core.inventory import Inventory, Taint, nodes_from_document
 from webhook.errors import InventoryError
-from webhook.inventory import Inventory, Taint, nodes_from_document
-from webhook.sources import read_inventory
+from webhook.sources.files import read_inventory
 
 NODES_JSON = EXAMPLES / "cluster" / "nodes.json"
 

@@ -1,4 +1,4 @@
-"""webhook.jsonstream and webhook.dumps: every shape kubectl and friends write, streamed."""
+"""sources.jsonstream and sources.dumps: every shape kubectl and friends write, streamed."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.dumps import read_dump
 from webhook.errors import ManifestError
-from webhook.jsonstream import JsonStream
+from webhook.sources.dumps import read_dump
+from webhook.sources.jsonstream import JsonStream
 
 OBJECTS = [
     {
@@ -157,7 +157,7 @@ def test_read_dump_errors(tmp_path: Path) -> None:
 
 
 def test_yaml_is_parsed_by_libyaml() -> None:
-    from webhook import yamlstream
+    from webhook.sources import yamlstream
 
     # The pure-Python parser is about 30 times slower on a big dump.
     assert yamlstream._Parser.__module__ == "yaml._yaml"

@@ -1,4 +1,4 @@
-"""webhook.kube and webhook.node_watch through the real kubernetes client and a fake apiserver."""
+"""The kube client and node watch through the real kubernetes client and a fake apiserver."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import yaml
 from fakeapiserver import FakeApiServer, make_objects, wait_until
 from kubernetes import client as k8s
 
-from webhook import kube
-from webhook.kube import (
+from webhook.kube import client as kube
+from webhook.kube.client import (
     NODES,
     PODS,
     KubeApiError,
@@ -25,7 +25,7 @@ from webhook.kube import (
     api_client,
     list_objects,
 )
-from webhook.node_watch import NodeWatcher
+from webhook.kube.node_watch import NodeWatcher
 
 POD_KEY = ("", "v1", "pods")
 NODE_KEY = ("", "v1", "nodes")

@@ -14,7 +14,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-from webhook.cli_certs import certs as certs_command
+from webhook.cli.certs import certs as certs_command
 
 ROOT = Path(__file__).resolve().parents[1]
 KUSTOMIZATIONS = [

@@ -11,7 +11,7 @@ from builders import POLICIES
 
 from webhook.checks import registry
 from webhook.errors import PolicyError
-from webhook.policies import load_policy_dir, load_policy_files
+from webhook.sources.policy_files import load_policy_dir, load_policy_files
 
 EXEMPT = [
     "kube-system",

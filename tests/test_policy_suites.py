@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from webhook.policies import load_policy_dir
-from webhook.policytest import PolicyCache, Suite, load_suites
-from webhook.policytest_run import run_suite, suite_files
+from webhook.commands.policytest import PolicyCache, Suite, load_suites
+from webhook.commands.policytest_run import run_suite, suite_files
+from webhook.sources.policy_files import load_policy_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ROOT / "policies"

@@ -1,4 +1,4 @@
-"""webhook.policyreport: reports per namespace, cluster-scoped ones, bounded in size."""
+"""webhook.reports.policyreport: reports per namespace, cluster-scoped ones, bounded in size."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import yaml
 
-from webhook import policyreport
-from webhook.audit import AuditEntry, AuditReport, ObjectRef
-from webhook.engine import Finding
+from webhook.commands.audit import AuditEntry, AuditReport, ObjectRef
+from webhook.core.engine import Finding
+from webhook.reports import policyreport
 
 
 def entry(namespace: str, name: str, *, action: Any = "deny", pods: int = 0) -> AuditEntry:

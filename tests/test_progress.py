@@ -11,7 +11,7 @@ from pathlib import Path
 
 from auditobjects import as_list, pod
 
-from webhook.progress import Progress
+from webhook.cli.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 

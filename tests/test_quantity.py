@@ -6,8 +6,8 @@ from fractions import Fraction
 
 import pytest
 
+from webhook.core.quantity import format_mib, parse_quantity, quantity_or_none, to_mib
 from webhook.errors import QuantityError
-from webhook.quantity import format_mib, parse_quantity, quantity_or_none, to_mib
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from builders import cluster, gpu, pod
 
-from webhook.inventory import Node, Taint
-from webhook.scheduling import candidate_offers, pinning_selector, rejection
-from webhook.workloads import pod_views
+from webhook.core.inventory import Node, Taint
+from webhook.core.scheduling import candidate_offers, pinning_selector, rejection
+from webhook.core.workloads import pod_views
 
 LABELS = {"zone": "a", "gpu.count": "8", "pool": "h100", "kubernetes.io/hostname": "n1"}
 NODE = Node("n1", LABELS, (), {"nvidia.com/gpu": 8})

@@ -1,4 +1,4 @@
-"""TLS reload (webhook.tls) through a real uvicorn server and real TLS clients.
+"""TLS reload (webhook.serve.tls) through a real uvicorn server and real TLS clients.
 
 The certificate directory is laid out as the kubelet lays out a mounted Secret:
 `tls.crt -> ..data/tls.crt`, `..data -> ..<version>`, and an update is an atomic
@@ -28,8 +28,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from webhook import certs, tls
-from webhook.tls import CertificateError, ReloadingTLS, ReloadOutcome
+from webhook.serve import certs, tls
+from webhook.serve.tls import CertificateError, ReloadingTLS, ReloadOutcome
 
 POLL = 0.02
 
@@ -190,7 +190,7 @@ def test_reload_outcomes(
     mount.publish_pair(first)  # same content, new directory and mtime
     assert context.maybe_reload() is ReloadOutcome.UNCHANGED
     mount.publish({"tls.crt": second.cert_pem, "tls.key": first.key_pem})
-    with caplog.at_level(logging.ERROR, logger="webhook.tls"):
+    with caplog.at_level(logging.ERROR, logger="webhook.serve.tls"):
         assert context.maybe_reload() is ReloadOutcome.FAILED
         assert context.maybe_reload() is ReloadOutcome.FAILED
     assert context.last_error is not None

@@ -1,6 +1,6 @@
 """Blast radius of a webhook outage, decided by the kube-apiserver's own admission code.
 
-The rendered ValidatingWebhookConfiguration (caBundle from webhook.certs) is loaded
+The rendered ValidatingWebhookConfiguration (caBundle from webhook.serve.certs) is loaded
 into `apiserverhook` (see /work/shared/tools/apiserverhook/README.md), which runs the
 apiserver's validating-webhook plugin: rules, namespaceSelector and matchConditions
 (CEL compiled and evaluated as in kube-apiserver 1.36). The Service resolves to a
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from apiserverhook import APISERVERHOOK, Obj, run_cases, write_webhook_config
 
-from webhook import certs
+from webhook.serve import certs
 
 ROOT = Path(__file__).resolve().parents[1]
 REFUSED = "failed calling webhook"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from webhook.core.paths import format_path
 from webhook.errors import ManifestError
-from webhook.yamlsource import format_path, iter_documents
+from webhook.sources.yamlsource import iter_documents
 
 POD = """\
 # a comment line

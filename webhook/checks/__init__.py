@@ -6,44 +6,7 @@ file uses (`spec.check`) to it. Checks never see kinds, files or requests.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
-
-from webhook.inventory import Inventory
-from webhook.workloads import PodView
-from webhook.yamlsource import Path
-
-
-class CheckParams(BaseModel):
-    """Parameters of a check: camelCase in YAML, unknown keys rejected, immutable."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """What a check found: a rule id, the field that caused it, and the message."""
-
-    rule: str
-    path: Path
-    message: str
-
-
-Run = Callable[[PodView, Inventory, Any], Iterable[Violation]]
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    name: str
-    params: type[CheckParams]
-    run: Run
-    rules: dict[str, str]  # rule id -> one-line help (SARIF, docs)
+from webhook.core.check import Check
 
 
 def registry() -> dict[str, Check]:

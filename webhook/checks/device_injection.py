@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-from webhook.checks import Check, CheckParams, Violation
-from webhook.checks._text import listing, matches_any, shown
-from webhook.inventory import Inventory
-from webhook.workloads import ContainerRef, PodView, as_dict, as_list
-from webhook.yamlsource import format_path
+from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.inventory import Inventory
+from webhook.core.paths import format_path
+from webhook.core.text import listing, matches_any, shown
+from webhook.core.workloads import ContainerRef, PodView, as_dict, as_list
 
 FIX = (
     "request GPUs through resources.limits (e.g. nvidia.com/gpu: 1) so the device plugin "

@@ -11,14 +11,14 @@ from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from typing import Literal
 
-from webhook import mig_catalog
-from webhook.checks import Check, CheckParams, Violation
-from webhook.checks._text import listing, matches_any, shown
+from webhook.core import mig_catalog
+from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.inventory import Inventory, Offer
+from webhook.core.quantity import format_mib, to_mib
+from webhook.core.scheduling import candidate_offers, pinning_selector
+from webhook.core.text import listing, matches_any, shown
+from webhook.core.workloads import PodView, ResourceAmount
 from webhook.errors import QuantityError
-from webhook.inventory import Inventory, Offer
-from webhook.quantity import format_mib, to_mib
-from webhook.scheduling import candidate_offers, pinning_selector
-from webhook.workloads import PodView, ResourceAmount
 
 EXAMPLE = "12Gi"
 

@@ -11,14 +11,14 @@ import difflib
 from collections.abc import Collection, Iterator
 from functools import lru_cache
 
-from webhook import mig_catalog
-from webhook.checks import Check, CheckParams, Violation
-from webhook.checks._text import listing, matches_any, plural, shown
-from webhook.inventory import Inventory, Offer
-from webhook.quantity import quantity_or_none
-from webhook.scheduling import candidate_offers, rejection
-from webhook.workloads import Count, PodView, ResourceAmount, as_dict
-from webhook.yamlsource import Path, format_path
+from webhook.core import mig_catalog
+from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.inventory import Inventory, Offer
+from webhook.core.paths import Path, format_path
+from webhook.core.quantity import quantity_or_none
+from webhook.core.scheduling import candidate_offers, rejection
+from webhook.core.text import listing, matches_any, plural, shown
+from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
 
 class Params(CheckParams):

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from webhook import mig_catalog
-from webhook.checks import Check, CheckParams, Violation
-from webhook.checks._text import listing, matches_any, shown
-from webhook.inventory import SHARING_MODES, Inventory, Offer, SharingMode
-from webhook.scheduling import (
+from webhook.core import mig_catalog
+from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
+from webhook.core.scheduling import (
     candidate_offers,
     pinning_selector,
     taint_text,
     untolerated_taints,
 )
-from webhook.workloads import PodView, ResourceAmount
+from webhook.core.text import listing, matches_any, shown
+from webhook.core.workloads import PodView, ResourceAmount
 
 
 class Params(CheckParams):

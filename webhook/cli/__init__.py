@@ -1,0 +1,143 @@
+"""The `gpu-admission` command: thin shells around the engine."""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+import click
+
+from webhook import __version__
+from webhook.core.policy import PolicySet
+from webhook.errors import GpuAdmissionError
+from webhook.sources.policy_files import load_policy_dir
+
+# The shipped policies: beside the package in a checkout (or an editable install), and
+# under <prefix>/share/gpu-admission/policies where a wheel puts them (pyproject data-files).
+SHIPPED_POLICIES = (
+    Path(__file__).resolve().parents[2] / "policies",
+    Path(sysconfig.get_path("data")) / "share" / "gpu-admission" / "policies",
+)
+
+
+def default_policies() -> str:
+    """GPU_ADMISSION_POLICIES (set in the container image), else the shipped policies."""
+    from_env = os.environ.get("GPU_ADMISSION_POLICIES")
+    if from_env:
+        return from_env
+    found = next((p for p in SHIPPED_POLICIES if p.is_dir()), SHIPPED_POLICIES[0])
+    return str(found)
+
+
+class InputError(click.ClickException):
+    """Bad input from the user: message on stderr, exit code 2, never a traceback."""
+
+    exit_code = 2
+
+
+def load_policies(directory: str) -> PolicySet:
+    try:
+        return load_policy_dir(directory)
+    except GpuAdmissionError as exc:
+        raise InputError(f"policies did not load:\n{exc}") from None
+
+
+def _resolve_colour(ctx: click.Context, param: click.Parameter, value: bool | None) -> bool:
+    """--color/--no-color, else colour when stdout is a terminal and NO_COLOR is unset."""
+    return value if value is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+color_option = click.option(
+    "--color/--no-color",
+    default=None,
+    callback=_resolve_colour,
+    help="Colour text output (default: on a terminal, unless NO_COLOR is set).",
+)
+policies_option = click.option(
+    "--policies",
+    "policies_dir",
+    default=default_policies,
+    show_default="shipped policies/",
+    type=click.Path(file_okay=False),
+    help="Directory of policy files (read recursively).",
+)
+inventory_option = click.option(
+    "--inventory",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Nodes as `kubectl get nodes -o json|yaml` writes them.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpu-admission")
+def main() -> None:
+    """Policy-as-code admission for Kubernetes GPU workloads."""
+
+
+@main.command()
+@policies_option
+@inventory_option
+@click.option(
+    "--output", "-o", type=click.Choice(["text", "json", "sarif", "junit"]), default="text"
+)
+@color_option
+@click.argument("paths", nargs=-1, required=True)
+def check(
+    policies_dir: str,
+    inventory: str | None,
+    output: str,
+    color: bool,
+    paths: tuple[str, ...],
+) -> None:
+    """Check manifest files (YAML/JSON, directories, - for stdin) against the policies.
+
+    Exit 0: nothing denied; 1: deny findings; 2: usage or input errors.
+    """
+    from webhook.commands.check import check_paths
+    from webhook.reports.check import render_json, render_text
+    from webhook.sources.files import read_inventory
+
+    policy_set = load_policies(policies_dir)
+    try:
+        inv = read_inventory(inventory)
+    except GpuAdmissionError as exc:
+        raise InputError(f"inventory did not load: {exc}") from None
+    run = check_paths(paths, policy_set=policy_set, inventory=inv)
+    if output == "json":
+        click.echo(render_json(run))
+    elif output == "sarif":
+        from webhook.reports.sarif import render_sarif
+
+        click.echo(render_sarif(run, policy_set=policy_set))
+    elif output == "junit":
+        from webhook.reports.junit import render_check_junit
+        from webhook.sources.files import expand_paths
+
+        files = ["<stdin>" if f == "-" else f for f in expand_paths(paths)]
+        click.echo(render_check_junit(run, files=files))
+    else:
+        click.echo(render_text(run, colour=color), color=color)
+    sys.exit(run.exit_code)
+
+
+# Commands that live in their own modules. One line each; keep this block last.
+def _register_commands() -> None:
+    from webhook.cli.audit import audit
+    from webhook.cli.certs import certs
+    from webhook.cli.diff import diff
+    from webhook.cli.serve import serve
+    from webhook.cli.test import test_command
+
+    main.add_command(serve)
+    main.add_command(certs)
+    main.add_command(audit)
+    main.add_command(diff)
+    main.add_command(test_command)
+
+
+_register_commands()
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

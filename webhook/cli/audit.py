@@ -1,0 +1,196 @@
+"""`gpu-admission audit`: a cluster or a dump judged by the policies, nothing blocked."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+
+import click
+
+from webhook.cli import (
+    InputError,
+    color_option,
+    inventory_option,
+    load_policies,
+    policies_option,
+)
+from webhook.cli.progress import Progress
+from webhook.commands.audit import Auditor, AuditReport, FailOn
+from webhook.core.inventory import Inventory
+from webhook.core.policy import PolicySet
+from webhook.errors import GpuAdmissionError
+from webhook.sources.dumps import Sourced
+from webhook.sources.dumps import from_files as files_source
+from webhook.sources.files import read_inventory
+
+
+@click.command()
+@policies_option
+@inventory_option
+@click.option(
+    "--from",
+    "from_files",
+    multiple=True,
+    type=click.Path(allow_dash=True),
+    help="Audit a dump instead of the cluster: `kubectl get ... -o json|yaml` output, "
+    "Lists, NDJSON; a directory or - for stdin. Repeatable.",
+)
+@click.option("--context", help="kubeconfig context (live audit).")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file.")
+@click.option("--namespace", "-n", help="Only this namespace (default: all).")
+@click.option(
+    "--page-size",
+    type=click.IntRange(1, 5000),
+    default=500,
+    show_default=True,
+    help="Objects per list request (live audit).",
+)
+@click.option("--output", "-o", type=click.Choice(["text", "json", "policyreport"]), default="text")
+@click.option(
+    "--fail-on",
+    type=click.Choice(["deny", "warn", "never"]),
+    default="deny",
+    show_default=True,
+    help="Exit 1 when findings of this action (or worse) exist.",
+)
+@color_option
+def audit(
+    policies_dir: str,
+    inventory: str | None,
+    from_files: tuple[str, ...],
+    context: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    page_size: int,
+    output: str,
+    fail_on: FailOn,
+    color: bool,
+) -> None:
+    """Judge every workload of a cluster (or of a dump) as if it were being created.
+
+    Blocks nothing, writes nothing to the cluster. Exit 0: nothing at or above
+    --fail-on; 1: findings at or above it; 2: usage or input errors.
+    """
+    if from_files and (context or kubeconfig):
+        raise click.UsageError("--context and --kubeconfig are for a live audit, not --from")
+    policy_set = load_policies(policies_dir)
+    progress = Progress()
+    try:
+        report = _run(
+            policy_set,
+            inventory_file=inventory,
+            from_files=from_files,
+            context=context,
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+            page_size=page_size,
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    use_colour = output == "text" and color
+    click.echo(_render(report, output=output, colour=use_colour), nl=False, color=use_colour)
+    if output != "text":
+        for error in report.errors:
+            click.echo(f"error: {error}", err=True)
+    sys.exit(report.exit_code(fail_on))
+
+
+def _run(
+    policy_set: PolicySet,
+    *,
+    inventory_file: str | None,
+    from_files: tuple[str, ...],
+    context: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    page_size: int,
+    progress: Progress,
+) -> AuditReport:
+    notes: list[str] = []
+    errors: list[str] = []
+    if from_files:
+        inv = _file_inventory(inventory_file)
+        if inventory_file is None:
+            notes.append("no --inventory: node-dependent rules judged from resource names only")
+        objects = files_source(from_files, errors=errors, namespace=namespace, stage=progress.stage)
+    else:
+        inv, objects = _live(
+            policy_set,
+            inventory_file=inventory_file,
+            context=context,
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+            page_size=page_size,
+            notes=notes,
+            errors=errors,
+            progress=progress,
+        )
+    auditor = Auditor(policy_set, inv, errors=errors, notes=notes)
+    for item in objects:
+        auditor.add(item.obj, location=item.location)
+        progress.tick()
+    return auditor.report()
+
+
+def _file_inventory(name: str | None) -> Inventory:
+    try:
+        return read_inventory(name)
+    except GpuAdmissionError as exc:
+        raise InputError(f"inventory did not load: {exc}") from None
+
+
+def _live(
+    policy_set: PolicySet,
+    *,
+    inventory_file: str | None,
+    context: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    page_size: int,
+    notes: list[str],
+    errors: list[str],
+    progress: Progress,
+) -> tuple[Inventory, Iterator[Sourced]]:
+    # The kubernetes client takes a while to import: only a live audit pays for it.
+    from webhook.kube.client import KubeConfigError, api_client
+    from webhook.kube.cluster import cluster_inventory, from_cluster, workload_resources
+
+    try:
+        client = api_client(context=context, kubeconfig=kubeconfig)
+    except KubeConfigError as exc:
+        raise InputError(f"{exc} (or audit a dump: --from FILE)") from None
+    try:
+        if inventory_file is not None:
+            inv = _file_inventory(inventory_file)
+        else:
+            progress.stage("nodes")
+            inv = cluster_inventory(client, page_size=page_size)
+        resources = workload_resources(client, policy_set.custom_kinds, notes)
+    except GpuAdmissionError as exc:
+        raise InputError(str(exc)) from None
+    objects = from_cluster(
+        client,
+        resources=resources,
+        namespace=namespace,
+        page_size=page_size,
+        notes=notes,
+        errors=errors,
+        stage=progress.stage,
+    )
+    return inv, objects
+
+
+def _render(report: AuditReport, *, output: str, colour: bool) -> str:
+    if output == "json":
+        from webhook.reports.audit import render_json
+
+        return render_json(report) + "\n"
+    if output == "policyreport":
+        from webhook.reports.policyreport import render_policyreport
+
+        return render_policyreport(report, timestamp=int(time.time()))
+    from webhook.reports.audit import render_text
+
+    return render_text(report, colour=colour)

@@ -1,0 +1,1 @@
+"""What check, audit, diff and test do, as plain functions over the engine."""

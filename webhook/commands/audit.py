@@ -1,0 +1,259 @@
+"""Dry-run audits: every object judged as if it were being created, nothing blocked.
+
+Pure aggregation, no I/O and no clock: the caller feeds objects one by one (from a
+dump or a paged list) and asks for the report at the end. A Pod whose controller is
+also in the audit is reported once, under its top owner (Pod -> ReplicaSet ->
+Deployment, Pod -> Job -> CronJob), with the number of Pods affected; a finding a Pod
+shares with its owner's template (same policy, rule and field) merges into the owner's.
+
+Memory is bounded by what is reported, not by what is read: Pods without findings are
+only counted, identical findings are stored once, and controllers keep a small index
+entry for the folding.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from webhook.core.engine import Finding, Subject, evaluate
+from webhook.core.inventory import Inventory
+from webhook.core.paths import Path
+from webhook.core.policy import PolicySet
+from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
+
+FailOn = Literal["deny", "warn", "never"]
+_MAX_OWNER_DEPTH = 8  # Pod -> ReplicaSet -> Deployment is 2; a cycle must not hang us
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """An object as reports name it."""
+
+    api_version: str
+    kind: str
+    namespace: str  # "" for a cluster-scoped object
+    name: str
+    uid: str = ""
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind} {self.namespace}/{self.name}"
+            if self.namespace
+            else (f"{self.kind} {self.name}")
+        )
+
+
+@dataclass(slots=True)
+class AuditEntry:
+    """One finding on one resource, with the Pods that share it folded in."""
+
+    resource: ObjectRef
+    finding: Finding
+    location: str  # "file:line" for a dump, "" for a live cluster
+    pods: int = 0  # Pods under this resource with the same finding
+
+    def sort_key(self) -> tuple[str, ...]:
+        r, f = self.resource, self.finding
+        return (r.namespace, r.kind, r.name, f.policy, f.rule, repr(f.path))
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    entries: tuple[AuditEntry, ...]
+    objects: int
+    evaluated: int
+    skipped: Mapping[str, int]
+    kinds: Mapping[str, int]
+    passed: Mapping[str, int]  # namespace -> resources (owners, lone Pods) without findings
+    pods_affected: Mapping[ObjectRef, int]  # folded Pods with any finding, per resource
+    errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def count(self, action: str) -> int:
+        return sum(1 for e in self.entries if e.finding.action == action)
+
+    def exit_code(self, fail_on: FailOn) -> int:
+        if self.errors:
+            return 2
+        failing = {"deny": ("deny",), "warn": ("deny", "warn"), "never": ()}[fail_on]
+        return 1 if any(e.finding.action in failing for e in self.entries) else 0
+
+
+@dataclass(slots=True)
+class _Record:
+    ref: ObjectRef
+    owner: str  # uid of the controller owner, "" if none
+    findings: tuple[Finding, ...]
+    location: str
+
+
+@dataclass(slots=True)
+class _Owner:
+    ref: ObjectRef
+    owner: str
+    location: str
+
+
+@dataclass
+class Auditor:
+    """Feed objects with `add`; `report()` folds and sorts what was found."""
+
+    policy_set: PolicySet
+    inventory: Inventory
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _objects: int = 0
+    _evaluated: int = 0
+    _skipped: Counter[str] = field(default_factory=Counter)
+    _kinds: Counter[str] = field(default_factory=Counter)
+    _records: list[_Record] = field(default_factory=list)
+    _owners: dict[str, _Owner] = field(default_factory=dict)
+    _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
+    _interned: dict[Finding, Finding] = field(default_factory=dict)
+
+    def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
+        self._objects += 1
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            self._skipped["without apiVersion/kind"] += 1
+            return
+        self._kinds[kind] += 1
+        meta = as_dict(obj.get("metadata"))
+        namespace = str(meta.get("namespace") or "")
+        owner = _controller_uid(meta)
+        is_pod = kind == "Pod" and api_version == "v1"
+        if not is_pod and meta.get("uid"):
+            ref = _ref(meta, api_version, kind, namespace)
+            self._owners[ref.uid] = _Owner(ref, owner, location)
+        findings = self._evaluate(obj, namespace, location)
+        if findings is None:
+            return
+        if is_pod and not findings:  # the common case, kept cheap: only counted
+            key = (namespace, owner)
+            self._passing_pods[key] = self._passing_pods.get(key, 0) + 1
+        else:
+            ref = _ref(meta, api_version, kind, namespace)
+            self._records.append(_Record(ref, owner, findings, location))
+
+    def _evaluate(
+        self, obj: Mapping[str, Any], namespace: str, location: str
+    ) -> tuple[Finding, ...] | None:
+        try:
+            decision = evaluate(self.policy_set, Subject(obj, namespace), self.inventory)
+        except Exception as exc:  # a bug on one object must not end the audit
+            where = f"{location}: " if location else ""
+            meta = as_dict(obj.get("metadata"))
+            ref = _ref(meta, str(obj["apiVersion"]), str(obj["kind"]), namespace)
+            self.errors.append(
+                f"{where}internal error while evaluating {ref}: {type(exc).__name__}: {exc}"
+            )
+            return None
+        if decision.skipped is not None:
+            self._skipped[decision.skipped] += 1
+            return None
+        self._evaluated += 1
+        if not decision.findings:
+            return ()
+        return tuple(self._interned.setdefault(f, f) for f in decision.findings)
+
+    def report(self) -> AuditReport:
+        folding = _Folding(self._owners)
+        for record in sorted(self._records, key=lambda r: folding.top(r.owner) is not None):
+            folding.add(record)
+        passed = folding.passed()
+        for (namespace, owner), count in self._passing_pods.items():
+            if folding.top(owner) is None:
+                passed[namespace] += count
+        return AuditReport(
+            entries=tuple(sorted(folding.entries(), key=AuditEntry.sort_key)),
+            objects=self._objects,
+            evaluated=self._evaluated,
+            skipped=dict(self._skipped),
+            kinds=dict(self._kinds),
+            passed=dict(passed),
+            pods_affected=dict(folding.pods_affected),
+            errors=tuple(self.errors),
+            notes=tuple(self.notes),
+        )
+
+
+class _Folding:
+    """Findings grouped per reported resource, keyed so that a Pod's and its template's
+    finding on the same field are one entry."""
+
+    def __init__(self, owners: Mapping[str, _Owner]) -> None:
+        self._owners = owners
+        self._groups: dict[ObjectRef, dict[tuple[Any, ...], AuditEntry]] = {}
+        self._clean: dict[ObjectRef, None] = {}
+        self.pods_affected: Counter[ObjectRef] = Counter()
+
+    def top(self, owner: str) -> _Owner | None:
+        """The highest owner in the audit above an object owned by `owner`."""
+        found = self._owners.get(owner) if owner else None
+        for _ in range(_MAX_OWNER_DEPTH):
+            if found is None or found.owner not in self._owners:
+                break
+            found = self._owners[found.owner]
+        return found
+
+    def add(self, record: _Record) -> None:
+        top = self.top(record.owner)
+        if top is None:  # reported as itself
+            group = self._groups.setdefault(record.ref, {})
+            for f in record.findings:
+                group.setdefault(
+                    _merge_key(record.ref, f), AuditEntry(record.ref, f, record.location)
+                )
+            if not record.findings:
+                self._clean[record.ref] = None
+            return
+        if not record.findings:
+            return
+        group = self._groups.setdefault(top.ref, {})
+        is_pod = record.ref.kind == "Pod"
+        for key, f in {_merge_key(record.ref, f): f for f in record.findings}.items():
+            entry = group.get(key)
+            if entry is None:
+                entry = group[key] = AuditEntry(top.ref, f, top.location)
+            entry.pods += is_pod
+        self.pods_affected[top.ref] += is_pod
+
+    def entries(self) -> Iterable[AuditEntry]:
+        for group in self._groups.values():
+            yield from group.values()
+
+    def passed(self) -> Counter[str]:
+        """Resources reported as themselves that nothing was found on."""
+        passed: Counter[str] = Counter()
+        for ref in self._clean:
+            if not self._groups.get(ref):
+                passed[ref.namespace] += 1
+        return passed
+
+
+def _ref(meta: Mapping[str, Any], api_version: str, kind: str, namespace: str) -> ObjectRef:
+    name = meta.get("name") or meta.get("generateName") or ""
+    return ObjectRef(api_version, kind, namespace, str(name), str(meta.get("uid") or ""))
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    for owner in as_list(meta.get("ownerReferences")):
+        owner = as_dict(owner)
+        if owner.get("controller") is True and owner.get("uid"):
+            return str(owner["uid"])
+    return ""
+
+
+def _merge_key(ref: ObjectRef, f: Finding) -> tuple[Any, ...]:
+    return (f.policy, f.rule, f.action, _pod_relative(ref, f.path))
+
+
+def _pod_relative(ref: ObjectRef, path: Path) -> Path:
+    """`spec.template.spec.x` of a Deployment is `spec.x` of its Pods."""
+    for prefix in BUILTIN_TEMPLATES.get((api_group(ref.api_version), ref.kind), ()):
+        if path[: len(prefix)] == prefix:
+            return path[len(prefix) :]
+    return path

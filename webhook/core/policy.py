@@ -1,0 +1,142 @@
+"""Policy files: Kubernetes-style YAML documents, validated with pydantic.
+
+A policy names one built-in check, its parameters, what it matches and what happens on
+a violation. A directory of them (plus WorkloadKinds documents) makes a PolicySet,
+which is immutable: the server swaps a whole new set in on reload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from webhook.core.check import Check, CheckParams
+from webhook.core.text import glob_matcher
+from webhook.core.workloads import TemplateRule
+
+API_VERSION = "gpu-admission.io/v1alpha1"
+Action = Literal["deny", "warn", "dryrun"]
+_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Metadata(_Strict):
+    name: str = Field(pattern=_NAME, max_length=253)
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class SelectorRequirement(_Strict):
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = []
+
+
+class LabelSelector(_Strict):
+    matchLabels: dict[str, str] = {}
+    matchExpressions: list[SelectorRequirement] = []
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.matchLabels.items()):
+            return False
+        for req in self.matchExpressions:
+            present = req.key in labels
+            ok = {
+                "In": present and labels.get(req.key) in req.values,
+                "NotIn": not present or labels.get(req.key) not in req.values,
+                "Exists": present,
+                "DoesNotExist": not present,
+            }[req.operator]
+            if not ok:
+                return False
+        return True
+
+
+class Match(_Strict):
+    kinds: list[str] = Field(default_factory=list, description="empty: every workload kind")
+    namespaces: list[str] = Field(default_factory=list, description="globs; empty: all")
+    excludedNamespaces: list[str] = []
+    labelSelector: LabelSelector | None = None
+
+
+class PolicySpec(_Strict):
+    description: str = ""
+    enforcementAction: Action
+    match: Match = Match()
+    check: str
+    parameters: dict[str, Any] = {}
+    messagePrefix: str = ""
+
+
+class PolicyDocument(_Strict):
+    apiVersion: Literal["gpu-admission.io/v1alpha1"]
+    kind: Literal["GPUPolicy"]
+    metadata: Metadata
+    spec: PolicySpec
+
+
+class CustomKind(_Strict):
+    group: str
+    kind: str
+    templates: list[str] = Field(min_length=1, description="dotted paths; * is any key/item")
+
+
+class WorkloadKindsSpec(_Strict):
+    customResources: list[CustomKind] = []
+
+
+class WorkloadKindsDocument(_Strict):
+    apiVersion: Literal["gpu-admission.io/v1alpha1"]
+    kind: Literal["WorkloadKinds"]
+    metadata: Metadata
+    spec: WorkloadKindsSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A loaded policy: its check resolved and its parameters validated."""
+
+    name: str
+    action: Action
+    match: Match
+    check: Check
+    params: CheckParams
+    message_prefix: str
+    description: str
+    source: str
+    # The match compiled once at load: it runs for every policy on every request, and
+    # reading pydantic attributes (private ones above all) costs more than the test.
+    matches_object: Callable[[str, str], bool] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "matches_object", compile_match(self.match))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    policies: tuple[Policy, ...]
+    custom_kinds: tuple[TemplateRule, ...]
+    digest: str  # sha256 of the files' bytes: which policy set judged a request
+
+
+def compile_match(match: Match) -> Callable[[str, str], bool]:
+    """Whether a Match takes an object of this kind in this namespace: kinds in a
+    frozenset and the namespace globs in one regex each, built once per policy."""
+    kinds = frozenset(match.kinds) if match.kinds and "*" not in match.kinds else None
+    include = glob_matcher(tuple(match.namespaces)) if match.namespaces else None
+    exclude = glob_matcher(tuple(match.excludedNamespaces)) if match.excludedNamespaces else None
+
+    def matches(kind: str, namespace: str) -> bool:
+        if kinds is not None and kind not in kinds:
+            return False
+        if include is not None and not include(namespace):
+            return False
+        return exclude is None or not exclude(namespace)
+
+    return matches

@@ -1,0 +1,1 @@
+"""The only contact with a live Kubernetes API."""

@@ -1,0 +1,261 @@
+"""A live view of the cluster's Nodes: one paged list, then a watch, in a daemon thread.
+
+Admission requests never call the API: the server reads the inventory that
+`on_change` last built. The watcher lists the Nodes, watches from the list's
+resourceVersion (with bookmarks), applies each event to a name -> Node map and calls
+`on_change` with every Node after each batch of events that arrived together (the
+apiserver flushes events that are queued together as one chunk). A 410 Gone (HTTP or
+ERROR event: the resourceVersion is older than the server's history) means re-list.
+A broken connection or an HTTP error keeps the last Nodes and reconnects from the last
+resourceVersion, with jittered exponential backoff.
+
+The watch request has a long read timeout, not a short one: urllib3 cannot resume a
+chunked body after a read timeout (the stream is over and its unread events are lost),
+so a short timeout would reconnect every few seconds on a quiet cluster. `stop()`
+instead shuts the socket down under the blocked read, which returns at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client as k8s
+
+from webhook.kube.client import NODES, KubeApiError, KubeError, get, list_pages, status_message
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 10.0
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old: only a new list can resume."""
+
+
+class _Stopped(Exception):
+    """stop() was called while a request was being opened."""
+
+
+class NodeWatcher:
+    """Keeps every Node of the cluster current through list + watch."""
+
+    def __init__(
+        self,
+        client: k8s.ApiClient,
+        *,
+        on_change: Callable[[list[dict[str, Any]]], None],
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        watch_timeout: int = 300,
+        page_size: int = 500,
+    ) -> None:
+        self._client = client
+        self._on_change = on_change
+        self._backoff_initial = backoff_initial
+        self._backoff_max = backoff_max
+        self._clock = clock
+        self._watch_timeout = watch_timeout
+        self._page_size = page_size
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._rv: str | None = None  # None: the next step is a (re-)list
+        self._synced = False
+        self._last_sync: float | None = None
+        self._errors = 0
+        self._relists = 0
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # guards _active against stop()
+        self._active: urllib3.BaseHTTPResponse | None = None
+        self._random = random.Random()
+        self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
+
+    @property
+    def synced(self) -> bool:
+        """True once the first full list has been delivered to `on_change`."""
+        return self._synced
+
+    @property
+    def last_sync(self) -> float | None:
+        """`clock()` time of the last successful list, watch event or bookmark."""
+        return self._last_sync
+
+    @property
+    def node_count(self) -> int:
+        return len(self._nodes)
+
+    @property
+    def errors(self) -> int:
+        """Failed lists and watches (broken streams, HTTP errors): each one a reconnect."""
+        return self._errors
+
+    @property
+    def relists(self) -> int:
+        """Full lists after the first one (after a 410 Gone)."""
+        return self._relists
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread: interrupts a blocked watch read, waits up to `timeout`."""
+        self._stopping.set()
+        with self._lock:
+            if self._active is not None:
+                _interrupt(self._active)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("node watch thread still running %.1fs after stop()", timeout)
+
+    # -- the thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        failures = 0  # consecutive sessions that made no progress
+        while not self._stopping.is_set():
+            try:
+                progressed = self._session()
+            except _Stopped:
+                break
+            except Exception as exc:
+                if self._stopping.is_set():
+                    break
+                self._errors += 1
+                progressed = False
+                log.warning(
+                    "node watch failed (%s); keeping %d nodes, reconnecting", exc, len(self._nodes)
+                )
+            failures = 0 if progressed else failures + 1
+            if failures:
+                self._stopping.wait(self._backoff(failures))
+        log.debug("node watch stopped")
+
+    def _backoff(self, failures: int) -> float:
+        delay = min(self._backoff_max, self._backoff_initial * 2.0 ** (failures - 1))
+        return delay / 2 + self._random.uniform(0, delay / 2)
+
+    def _session(self) -> bool:
+        """(Re-)list if needed, then watch until the stream ends; False if it made no
+        progress (no event, and ended within a second), which calls for a backoff."""
+        if self._rv is None:
+            self._list()
+        try:
+            return self._watch()
+        except _Gone as exc:
+            log.info("node watch expired (%s); listing again", exc)
+            self._rv = None
+            return False
+
+    def _list(self) -> None:
+        nodes: dict[str, dict[str, Any]] = {}
+        rv = ""
+        pages = list_pages(self._client, resource=NODES, namespace=None, page_size=self._page_size)
+        for page in pages:
+            for node in page["items"]:
+                nodes[node["metadata"]["name"]] = node
+            rv = str((page.get("metadata") or {}).get("resourceVersion") or "")
+        self._check_stopping()
+        if self._synced:
+            self._relists += 1
+        self._nodes, self._rv = nodes, rv
+        self._last_sync = self._clock()
+        self._synced = True
+        log.info("listed %d nodes at resourceVersion %s", len(nodes), rv)
+        self._notify()
+
+    def _watch(self) -> bool:
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", self._rv or ""),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(self._watch_timeout)),
+        ]
+        # The read timeout only catches a dead peer: the server ends the watch itself
+        # after timeoutSeconds, and bookmarks come about once a minute.
+        timeout = (CONNECT_TIMEOUT, self._watch_timeout + 30.0)
+        try:
+            resp = get(self._client, NODES.path(), query, timeout=timeout)
+        except KubeApiError as exc:
+            if exc.status == 410:
+                raise _Gone(str(exc)) from None
+            raise
+        started = time.monotonic()
+        self._set_active(resp)
+        try:
+            progressed = self._read_stream(resp)
+        finally:
+            self._set_active(None)
+            resp.close()
+            resp.release_conn()
+        # A quiet watch that ran its course is no failure; one that ends at once would spin.
+        return progressed or time.monotonic() - started >= 1.0
+
+    def _read_stream(self, resp: urllib3.BaseHTTPResponse) -> bool:
+        progressed = False
+        buffer = b""
+        for chunk in resp.stream(amt=None):
+            lines = (buffer + chunk).split(b"\n")
+            buffer = lines.pop()  # an incomplete last line waits for the next chunk
+            changed = False
+            try:
+                for line in lines:
+                    if line.strip():
+                        changed |= self._apply(orjson.loads(line))
+                        progressed = True
+            finally:  # events before a bad one in the same batch still count
+                if changed:
+                    self._notify()
+        if self._stopping.is_set():
+            raise _Stopped
+        log.debug("node watch ended by the server; resuming at %s", self._rv)
+        return progressed
+
+    def _apply(self, event: dict[str, Any]) -> bool:
+        """Apply one watch event; True if the set of Nodes changed."""
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise _Gone(status_message(obj) or "410 Gone")
+            raise KubeError(f"watch error event {code}: {status_message(obj) or obj}")
+        meta = obj.get("metadata") or {}
+        self._rv = str(meta.get("resourceVersion") or self._rv)
+        self._last_sync = self._clock()
+        if kind in ("ADDED", "MODIFIED"):
+            self._nodes[meta["name"]] = {"apiVersion": "v1", "kind": "Node", **obj}
+            return True
+        if kind == "DELETED":
+            return self._nodes.pop(meta.get("name", ""), None) is not None
+        if kind != "BOOKMARK":
+            log.warning("ignoring node watch event of unknown type %r", kind)
+        return False
+
+    def _notify(self) -> None:
+        try:
+            self._on_change(list(self._nodes.values()))
+        except Exception:
+            log.exception("node watch on_change callback failed; the watch goes on")
+
+    def _set_active(self, resp: urllib3.BaseHTTPResponse | None) -> None:
+        with self._lock:
+            self._active = resp
+            if resp is not None and self._stopping.is_set():
+                _interrupt(resp)
+
+    def _check_stopping(self) -> None:
+        if self._stopping.is_set():
+            raise _Stopped
+
+
+def _interrupt(resp: urllib3.BaseHTTPResponse) -> None:
+    """Make a read blocked on `resp` in another thread return now."""
+    try:
+        resp.shutdown()  # urllib3 >= 2.3: shuts the socket down for reading
+    except Exception:  # already released or closed: nothing is blocked on it
+        log.debug("could not shut down the watch response", exc_info=True)

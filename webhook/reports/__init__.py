@@ -1,0 +1,1 @@
+"""Rendering results for people and machines: text, JSON, SARIF, JUnit, PolicyReports."""

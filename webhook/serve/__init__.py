@@ -1,0 +1,1 @@
+"""The HTTPS admission webhook: wire format, server, state, TLS, metrics."""

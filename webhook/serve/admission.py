@@ -1,0 +1,193 @@
+"""The AdmissionReview wire format (admission.k8s.io/v1), in and out. No HTTP here.
+
+`judge` turns a parsed request into a response body. A malformed review raises
+ReviewError (the server answers 400); a policy denial is an ordinary response with
+`allowed: false` (403 inside the body), so the two never mix.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
+
+from webhook.core.engine import Decision, Finding, Staleness, Subject, evaluate
+from webhook.core.inventory import Inventory
+from webhook.core.policy import PolicySet
+from webhook.errors import ReviewError
+
+API_VERSION = "admission.k8s.io/v1"
+WARNING_WIDTH = 120  # kubectl shows longer ones, but the apiserver may cut past 256
+WARNINGS_BUDGET = 4096  # the apiserver drops warnings past this many characters in all
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ANNOTATION_KEY = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class Evaluator(Protocol):
+    def __call__(
+        self,
+        policy_set: PolicySet,
+        subject: Subject,
+        inventory: Inventory,
+        *,
+        stale: Staleness | None = None,
+    ) -> Decision: ...
+
+
+class AdmissionRequest(NamedTuple):
+    """The request facts we use. A NamedTuple: built once per request, cheaply."""
+
+    uid: str
+    operation: str
+    kind: str
+    sub_resource: str
+    namespace: str
+    name: str
+    user: str
+    dry_run: bool
+    obj: Mapping[str, Any] | None
+    old_obj: Mapping[str, Any] | None
+
+
+def parse_review(body: object) -> AdmissionRequest:
+    """Validate the parts of an AdmissionReview we rely on; anything else is a ReviewError.
+
+    `body` is decoded JSON, so objects are plain dicts (cheaper to test than Mapping)."""
+    if not isinstance(body, dict):
+        raise ReviewError("body must be a JSON object (an AdmissionReview)")
+    if body.get("apiVersion") != API_VERSION or body.get("kind") != "AdmissionReview":
+        raise ReviewError(f"expected apiVersion {API_VERSION} and kind AdmissionReview")
+    req = body.get("request")
+    if not isinstance(req, dict):
+        raise ReviewError("request must be an object")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ReviewError("request.uid must be a non-empty string")
+    operation = req.get("operation")
+    if operation not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
+        raise ReviewError("request.operation must be CREATE, UPDATE, DELETE or CONNECT")
+    obj, old = req.get("object"), req.get("oldObject")
+    if operation in ("CREATE", "UPDATE") and not isinstance(obj, dict):
+        raise ReviewError(f"request.object must be an object on {operation}")
+    kind = _kind(req.get("kind"))
+    user = req.get("userInfo")
+    return AdmissionRequest(
+        uid=uid,
+        operation=operation,
+        kind=kind,
+        sub_resource=_str(req.get("subResource")),
+        namespace=_str(req.get("namespace")),
+        name=_str(req.get("name")),
+        user=_str(user.get("username")) if isinstance(user, dict) else "",
+        dry_run=req.get("dryRun") is True,
+        obj=obj if isinstance(obj, dict) else None,
+        old_obj=old if isinstance(old, dict) else None,
+    )
+
+
+def _kind(value: object) -> str:
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+        raise ReviewError("request.kind must be an object with a string kind")
+    return str(value["kind"])
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def judge(
+    request: AdmissionRequest,
+    *,
+    policy_set: PolicySet,
+    inventory: Inventory,
+    stale: Staleness | None = None,
+    evaluator: Evaluator = evaluate,
+) -> Decision:
+    """What this webhook decides for one request (DELETE and CONNECT are not judged).
+
+    `evaluator` is `engine.evaluate` or a cache's `evaluate` in front of it."""
+    if request.operation not in ("CREATE", "UPDATE") or request.obj is None:
+        return Decision(skipped=f"{request.operation} is not judged")
+    if request.kind == "Pod" and request.operation == "UPDATE":
+        if request.sub_resource != "ephemeralcontainers":
+            return Decision(skipped="Pod updates other than ephemeral containers are not judged")
+        return _new_findings_only(request, policy_set, inventory, stale, evaluator)
+    return evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
+
+
+def _subject(request: AdmissionRequest, obj: Mapping[str, Any]) -> Subject:
+    meta = obj.get("metadata")
+    own = meta.get("namespace") if isinstance(meta, Mapping) else None
+    namespace = request.namespace or (own if isinstance(own, str) and own else "default")
+    return Subject(obj, namespace, request.operation)
+
+
+def _new_findings_only(
+    request: AdmissionRequest,
+    policy_set: PolicySet,
+    inventory: Inventory,
+    stale: Staleness | None,
+    evaluator: Evaluator,
+) -> Decision:
+    # `kubectl debug` adds ephemeral containers to a running Pod: judge what it adds, not
+    # the Pod that was admitted long ago under perhaps other policies.
+    assert request.obj is not None
+    new = evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
+    if request.old_obj is None:
+        return new
+    old = evaluator(policy_set, _subject(request, request.old_obj), inventory, stale=stale)
+    seen = {(f.policy, f.rule, f.message) for f in old.findings}
+    fresh = tuple(f for f in new.findings if (f.policy, f.rule, f.message) not in seen)
+    return Decision(fresh, skipped=new.skipped, pod_specs=new.pod_specs)
+
+
+def response(request_uid: str, decision: Decision, *, subject: str) -> dict[str, Any]:
+    """The AdmissionReview the apiserver expects back."""
+    body: dict[str, Any] = {"uid": request_uid, "allowed": not decision.denied}
+    denies = decision.by_action("deny")
+    if denies:
+        body["status"] = {
+            "code": 403,
+            "reason": "Forbidden",
+            "message": deny_message(denies, subject=subject),
+        }
+    warnings = warning_lines(decision.by_action("warn"))
+    if warnings:
+        body["warnings"] = warnings
+    audit = audit_annotations(decision.by_action("dryrun"))
+    if audit:
+        body["auditAnnotations"] = audit
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": body}
+
+
+def deny_message(findings: tuple[Finding, ...], *, subject: str) -> str:
+    # The user sees one message whichever webhook denies: list every violation in it.
+    count = f"{len(findings)} GPU policy violation{'' if len(findings) == 1 else 's'}"
+    head = f"{subject} has {count}"
+    lines = [f"[{f.policy}/{f.rule}] {f.message}" for f in findings]
+    return head + ":\n" + "\n".join(lines)
+
+
+def warning_lines(findings: tuple[Finding, ...]) -> list[str]:
+    """One finding per warning, wrapped into lines kubectl shows whole (no control chars)."""
+    out: list[str] = []
+    used = 0
+    for index, f in enumerate(findings):
+        text = _CONTROL.sub(" ", f"[{f.policy}/{f.rule}] {f.message}")
+        lines = textwrap.wrap(text, WARNING_WIDTH, subsequent_indent="  ") or [text]
+        size = sum(len(line) for line in lines)
+        if used + size > WARNINGS_BUDGET - 100:
+            out.append(f"... {len(findings) - index} more GPU policy warnings not shown")
+            break
+        out.extend(lines)
+        used += size
+    return out
+
+
+def audit_annotations(findings: tuple[Finding, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for f in findings:
+        key = _ANNOTATION_KEY.sub("-", f"{f.policy}.{f.rule}")[:63]
+        out[key] = f"{out[key]}; {f.message}" if key in out else f.message
+    return out

@@ -1,0 +1,122 @@
+"""Decisions of identical workloads, remembered for one policy set and one inventory.
+
+The apiserver asks about many objects that differ only in their names: every Pod of a
+ReplicaSet or a Job, the same Deployment applied again. `evaluate` is pure, so an
+object that matches an earlier one in everything a check can read (kind, namespace,
+labels, annotations, spec) gets the earlier Decision. The cache empties itself when
+the policy set or the inventory snapshot is swapped, and is bounded.
+
+One mutation would defeat it: the ServiceAccount admission plugin, which runs before
+any validating webhook, gives every Pod a projected token volume with a random name
+(`kube-api-access-x7k2p`) and mounts it in each container. The key uses one name for
+all of them; a Decision that names such a volume in a message is not kept, so a hit
+never carries another Pod's name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from webhook.core.engine import Decision, Staleness, Subject, evaluate
+from webhook.core.inventory import Inventory
+from webhook.core.policy import PolicySet
+
+_TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]{5}")
+_CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
+# What of an object's metadata a check can see; names, uids, owners and times differ
+# between replicas and change nothing.
+_METADATA_READ = ("labels", "annotations")
+
+
+class EvaluationCache:
+    def __init__(self, max_entries: int = 2048) -> None:
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._entries: dict[bytes, Decision] = {}
+        self._for: tuple[PolicySet, Inventory] | None = None
+
+    def evaluate(
+        self,
+        policy_set: PolicySet,
+        subject: Subject,
+        inventory: Inventory,
+        *,
+        stale: Staleness | None = None,
+    ) -> Decision:
+        if stale is not None or self.max_entries <= 0:
+            return evaluate(policy_set, subject, inventory, stale=stale)
+        if self._for is None or self._for[0] is not policy_set or self._for[1] is not inventory:
+            self._entries.clear()
+            self._for = (policy_set, inventory)
+        key = fingerprint(subject)
+        if key is None:
+            return evaluate(policy_set, subject, inventory)
+        decision = self._entries.get(key)
+        if decision is not None:
+            self.hits += 1
+            return decision
+        self.misses += 1
+        decision = evaluate(policy_set, subject, inventory)
+        if any(_TOKEN_VOLUME.search(f.message) for f in decision.findings):
+            return decision
+        if len(self._entries) >= self.max_entries:
+            del self._entries[next(iter(self._entries))]  # the oldest entry
+        self._entries[key] = decision
+        return decision
+
+
+def fingerprint(subject: Subject) -> bytes | None:
+    """Everything of the subject a check can read, as bytes; None if it will not encode."""
+    obj = subject.obj
+    trimmed: dict[str, Any] = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    spec = trimmed.get("spec")
+    if obj.get("kind") == "Pod" and isinstance(spec, dict):
+        trimmed["spec"] = _one_token_volume_name(spec)
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        trimmed["metadata"] = {k: meta.get(k) for k in _METADATA_READ}
+    try:
+        return orjson.dumps([subject.namespace, trimmed])
+    except TypeError:  # integers past 64 bits and the like: judge without the cache
+        return None
+
+
+def _one_token_volume_name(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with every projected kube-api-access-<random> volume named alike."""
+    volumes = spec.get("volumes")
+    if not isinstance(volumes, list):
+        return spec
+    generated = {
+        v["name"]
+        for v in volumes
+        if isinstance(v, dict)
+        and "projected" in v
+        and isinstance(v.get("name"), str)
+        and _TOKEN_VOLUME.fullmatch(v["name"])
+    }
+    if not generated:
+        return spec
+    out = dict(spec)
+    out["volumes"] = [_renamed(v, generated) for v in volumes]
+    for field in _CONTAINER_LISTS:
+        containers = spec.get(field)
+        if isinstance(containers, list):
+            out[field] = [_mounts_renamed(c, generated) for c in containers]
+    return out
+
+
+def _renamed(item: Any, generated: set[str]) -> Any:
+    if isinstance(item, dict) and item.get("name") in generated:
+        return {**item, "name": "kube-api-access-*"}
+    return item
+
+
+def _mounts_renamed(container: Any, generated: set[str]) -> Any:
+    if not isinstance(container, dict) or not isinstance(container.get("volumeMounts"), list):
+        return container
+    mounts = [_renamed(m, generated) for m in container["volumeMounts"]]
+    return {**container, "volumeMounts": mounts}

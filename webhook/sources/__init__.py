@@ -1,0 +1,1 @@
+"""Reading input: YAML/JSON files with line marks, dumps, policy files."""

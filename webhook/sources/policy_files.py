@@ -1,0 +1,165 @@
+"""Loading policy files: a directory of YAML documents into a PolicySet, errors by file and line."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path as FsPath
+
+from pydantic import ValidationError
+
+from webhook.checks import registry
+from webhook.core.check import Check
+from webhook.core.policy import Policy, PolicyDocument, PolicySet, WorkloadKindsDocument
+from webhook.core.workloads import TemplateRule
+from webhook.errors import ManifestError, PolicyError
+from webhook.sources.yamlsource import Document, iter_documents
+
+TESTS_DIR = "tests"  # `gpu-admission test` suites and their Node lists: not policies
+
+
+def load_policy_dir(directory: str | FsPath) -> PolicySet:
+    """Every policy file below `directory`; all errors at once, in one PolicyError."""
+    root = FsPath(directory)
+    if not root.is_dir():
+        raise PolicyError(f"{root}: policy directory not found")
+    return load_policy_files(policy_files(root), root=root)
+
+
+def policy_files(root: FsPath) -> list[FsPath]:
+    """*.yaml/*.yml/*.json below `root`, sorted; a `tests/` directory holds test suites,
+    not policies, and ConfigMap mounts hold each file twice (the ..data internals)."""
+    return sorted(
+        p
+        for p in root.rglob("*")
+        if p.suffix in (".yaml", ".yml", ".json")
+        and p.is_file()
+        and not any(part.startswith("..") for part in p.relative_to(root).parts)
+        and TESTS_DIR not in p.relative_to(root).parts[:-1]
+    )
+
+
+def files_digest(files: Sequence[tuple[str, bytes]]) -> str:
+    """sha256 over (name, content) pairs: which policy set this is, and whether it changed."""
+    digest = hashlib.sha256()
+    for name, data in files:
+        digest.update(name.encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
+def read_files(files: Sequence[FsPath], root: FsPath | None) -> list[tuple[str, bytes]]:
+    """(name relative to root, content) of each file; OSError for one that cannot be read."""
+    return [(str(p.relative_to(root) if root else p), p.read_bytes()) for p in files]
+
+
+def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) -> PolicySet:
+    policies: list[Policy] = []
+    kinds: list[TemplateRule] = []
+    errors: list[str] = []
+    checks = registry()
+    contents: list[tuple[str, bytes]] = []
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+            continue
+        contents.append((str(path.relative_to(root) if root else path), data))
+        try:
+            for doc in iter_documents(data, source=str(path)):
+                _load_document(doc, str(path), checks, policies, kinds, errors)
+        except ManifestError as exc:
+            errors.append(str(exc))
+    errors += _duplicates(policies)
+    if errors:
+        raise PolicyError("\n".join(errors))
+    if not policies:
+        raise PolicyError(f"{root or 'policy files'}: no GPUPolicy documents found")
+    return PolicySet(tuple(policies), tuple(kinds), files_digest(contents)[:16])
+
+
+def _duplicates(policies: list[Policy]) -> list[str]:
+    sources: dict[str, list[str]] = {}
+    for policy in policies:
+        sources.setdefault(policy.name, []).append(policy.source)
+    return [
+        f"policy name {name!r} is defined more than once: in {', '.join(where)}"
+        for name, where in sorted(sources.items())
+        if len(where) > 1
+    ]
+
+
+def _load_document(
+    doc: Document,
+    source: str,
+    checks: Mapping[str, Check],
+    policies: list[Policy],
+    kinds: list[TemplateRule],
+    errors: list[str],
+) -> None:
+    data = doc.data
+    kind = data.get("kind") if isinstance(data, Mapping) else None
+    where = f"{source}: document {doc.index} (line {doc.line})"
+    model: type[PolicyDocument] | type[WorkloadKindsDocument]
+    if kind == "GPUPolicy":
+        model = PolicyDocument
+    elif kind == "WorkloadKinds":
+        model = WorkloadKindsDocument
+    else:
+        errors.append(f"{where}: kind must be GPUPolicy or WorkloadKinds, got {kind!r}")
+        return
+    try:
+        parsed = model.model_validate(data)
+    except ValidationError as exc:
+        errors.extend(_explain(exc, where, doc))
+        return
+    if isinstance(parsed, WorkloadKindsDocument):
+        kinds.extend(
+            TemplateRule(c.group, c.kind, tuple(tuple(t.split(".")) for t in c.templates))
+            for c in parsed.spec.customResources
+        )
+        return
+    where = f'{source}: document {doc.index} (GPUPolicy "{parsed.metadata.name}")'
+    check = checks.get(parsed.spec.check)
+    if check is None:
+        line = doc.line_of(("spec", "check"))
+        errors.append(
+            f"{where}, line {line}, field spec.check: unknown check "
+            f"{parsed.spec.check!r}; built-in checks: {', '.join(sorted(checks))}"
+        )
+        return
+    try:
+        params = check.params.model_validate(parsed.spec.parameters)
+    except ValidationError as exc:
+        errors.extend(_explain(exc, where, doc, prefix=("spec", "parameters")))
+        return
+    spec = parsed.spec
+    policies.append(
+        Policy(
+            parsed.metadata.name,
+            spec.enforcementAction,
+            spec.match,
+            check,
+            params,
+            spec.messagePrefix,
+            spec.description,
+            source,
+        )
+    )
+
+
+def _explain(
+    exc: ValidationError, where: str, doc: Document, prefix: tuple[str, ...] = ()
+) -> list[str]:
+    out = []
+    for err in exc.errors():
+        loc = (*prefix, *err["loc"])
+        field = ".".join(str(p) for p in loc) or "(document)"
+        line = doc.line_of(tuple(p for p in loc if isinstance(p, str | int)))
+        got = err.get("input")
+        shown = "" if err["type"] == "missing" else f" (got {got!r:.60})"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        out.append(f"{where}, line {line}, field {field}: {msg}{shown}")
+    return out
