@@ -29,6 +29,9 @@ class Violation:
     rule: str
     path: Path
     message: str
+    # What cannot be known at admission (an envFrom source that may set a device list):
+    # reported at most as a warning, whatever the policy's action, never as an allow.
+    advisory: bool = False
 
 
 Run = Callable[[PodView, Inventory, Any], Iterable[Violation]]

@@ -99,7 +99,8 @@ def evaluate(
                 continue
             for v in policy.check.run(pod, inventory, policy.params):
                 message = policy.message_prefix + v.message if policy.message_prefix else v.message
-                finding = Finding(policy.name, v.rule, policy.action, message, v.path)
+                action = "warn" if v.advisory and policy.action == "deny" else policy.action
+                finding = Finding(policy.name, v.rule, action, message, v.path)
                 if stale is not None and v.rule in INVENTORY_RULES:
                     downgraded = _as_stale(finding, stale)
                     if downgraded is None:
