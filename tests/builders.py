@@ -176,17 +176,21 @@ RAISE_LABEL = "test.gpu-admission.io/raise"  # a pod with this label breaks BROK
 
 
 def _raise_on_label(pod: PodView, inventory: Inventory, params: Any) -> Iterator[Violation]:
-    # A bug as a check would have one: a KeyError on a spec it did not expect.
-    if RAISE_LABEL in pod.labels:
-        raise KeyError("spec")
-    yield from ()
+    """A bug as a check would have one, after it has reported something: a KeyError on a
+    spec it did not expect, or (the label's value, when set) a ValueError quoting input."""
+    if RAISE_LABEL not in pod.labels:
+        return
+    yield Violation("partial", pod.path, "reported before the check raised")
+    if pod.labels[RAISE_LABEL]:
+        raise ValueError(pod.labels[RAISE_LABEL])
+    raise KeyError("spec")
 
 
 BROKEN_CHECK = Check(
     name="broken",
     params=CheckParams,
     run=_raise_on_label,
-    rules={"never": Rule("Never reported: the check raises or finds nothing.")},
+    rules={"partial": Rule("A finding of a check that then raised: never reported.")},
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +296,16 @@ def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
         ("memory-fit", "unknown-device-memory"),
         ("slo-class", "sharing-mode-not-accepted"),
     }
+
+
+def test_the_docs_describe_every_rule_and_the_inventory_rules() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs/policies.md").read_text()
+    for check in registry().values():
+        for rule in check.rules:
+            assert f"\n| `{rule}` |" in docs, f"docs/policies.md has no row for {rule}"
+    stale = docs[docs.index("**Stale inventory.**") :].split("\n\n")[0]
+    listed = set(re.findall(r"`([a-z-]+)`", stale.split(").")[0]))
+    assert listed == {rule for check in registry().values() for rule in check.inventory_rules}
 
 
 def test_evaluation_is_pure() -> None:
