@@ -106,7 +106,8 @@ def evaluate(
             errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")
     if not matched:
         return Decision(skipped=f"no policy matches {kind} in namespace {namespace}")
-    return Decision(tuple(findings), pod_specs=len(pods), error="; ".join(errors) or None)
+    error = "; ".join(errors) if errors else None
+    return Decision(tuple(findings), None, len(pods), error)
 
 
 def _run_policy(
