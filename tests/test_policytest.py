@@ -142,8 +142,8 @@ MALFORMED = [
     ),
     (
         suite([case(outcome="maybe")]),
-        "field spec.cases[0].expect.outcome: Input should be 'allow', 'warn' or 'deny' "
-        "(got 'maybe')",
+        "field spec.cases[0].expect.outcome: Input should be 'allow', 'warn', 'deny', 'skip' "
+        "or 'error' (got 'maybe')",
         "outcome",
     ),
     (

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from functools import lru_cache
 
-from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
 from webhook.core.text import listing, matches_any, shown
@@ -215,10 +215,14 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "hostpath-device": "A hostPath volume exposes GPU device nodes or a parent of them.",
-        "device-list-volume-mount": "A volume is mounted under the NVIDIA device-list directory.",
-        "visible-devices-env": "NVIDIA_VISIBLE_DEVICES (or a sibling) set without a GPU request.",
-        "cdi-annotation": "A CDI annotation injects devices outside the device plugin.",
-        "privileged": "A privileged container sees every GPU on the host.",
+        "hostpath-device": Rule("A hostPath volume exposes GPU device nodes or a parent of them."),
+        "device-list-volume-mount": Rule(
+            "A volume is mounted under the NVIDIA device-list directory."
+        ),
+        "visible-devices-env": Rule(
+            "NVIDIA_VISIBLE_DEVICES (or a sibling) set without a GPU request."
+        ),
+        "cdi-annotation": Rule("A CDI annotation injects devices outside the device plugin."),
+        "privileged": Rule("A privileged container sees every GPU on the host."),
     },
 )

@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Literal
 
 from webhook.core import mig_catalog
-from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.quantity import format_mib, to_mib
 from webhook.core.scheduling import candidate_offers, pinning_selector
@@ -208,10 +208,14 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "missing-peak-memory": "A GPU pod without the peak-memory label.",
-        "invalid-peak-memory": "A peak-memory label that is not a Kubernetes quantity.",
-        "exceeds-device-memory": "The declared peak does not fit the memory of a device the "
-        "pod can land on.",
-        "unknown-device-memory": "A device the pod can land on has no known memory size.",
+        "missing-peak-memory": Rule("A GPU pod without the peak-memory label."),
+        "invalid-peak-memory": Rule("A peak-memory label that is not a Kubernetes quantity."),
+        "exceeds-device-memory": Rule(
+            "The declared peak does not fit the memory of a device the pod can land on.",
+            uses_inventory=True,
+        ),
+        "unknown-device-memory": Rule(
+            "A device the pod can land on has no known memory size.", uses_inventory=True
+        ),
     },
 )

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterator
 from functools import lru_cache
 
 from webhook.core import mig_catalog
-from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
@@ -210,11 +210,19 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "unknown-resource": "A GPU resource no node advertises (a typo or a missing profile).",
-        "insufficient-capacity": "More of a GPU resource than any node that can take the pod has.",
-        "no-candidate-node": "No node that advertises the resource can take the pod.",
-        "non-integer-count": "An extended resource count that is not a whole number.",
-        "request-without-limit": "An extended resource requested without a limit.",
-        "request-limit-mismatch": "An extended resource whose request differs from its limit.",
+        "unknown-resource": Rule(
+            "A GPU resource no node advertises (a typo or a missing profile).", uses_inventory=True
+        ),
+        "insufficient-capacity": Rule(
+            "More of a GPU resource than any node that can take the pod has.", uses_inventory=True
+        ),
+        "no-candidate-node": Rule(
+            "No node that advertises the resource can take the pod.", uses_inventory=True
+        ),
+        "non-integer-count": Rule("An extended resource count that is not a whole number."),
+        "request-without-limit": Rule("An extended resource requested without a limit."),
+        "request-limit-mismatch": Rule(
+            "An extended resource whose request differs from its limit."
+        ),
     },
 )

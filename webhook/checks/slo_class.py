@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from webhook.core import mig_catalog
-from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
 from webhook.core.scheduling import (
     candidate_offers,
@@ -156,9 +156,11 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "missing-slo-class": "A GPU pod without the SLO-class label.",
-        "unknown-slo-class": "An SLO-class label with a class that is not configured.",
-        "sharing-mode-not-accepted": "The pod can land on a GPU whose sharing mode its SLO "
-        "class does not accept.",
+        "missing-slo-class": Rule("A GPU pod without the SLO-class label."),
+        "unknown-slo-class": Rule("An SLO-class label with a class that is not configured."),
+        "sharing-mode-not-accepted": Rule(
+            "The pod can land on a GPU whose sharing mode its SLO class does not accept.",
+            uses_inventory=True,
+        ),
     },
 )
