@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -350,3 +351,10 @@ def test_a_huge_path_is_classified_without_a_cache() -> None:
     assert devices.reason("/data/" + "x" * 1_000_000) is None
     # Nothing keyed by user text is kept: the normaliser has no cache to grow.
     assert not hasattr(normalise, "cache_info")
+
+
+def test_parameters_pickle_after_their_rules_are_built() -> None:
+    params = device_injection.Params(device_paths=("/dev/vfio/*",))
+    assert params.rules.devices.reason("/dev/vfio/3") == "a GPU device node"
+    copy = pickle.loads(pickle.dumps(params))  # the compiled rules are not state
+    assert copy == params and copy.rules.devices.reason("/dev/vfio/3") == "a GPU device node"

@@ -439,6 +439,7 @@ def test_host_root_message_in_full() -> None:
         "/proc/1/status",
         "/proc/1/rootfs",
         "/proc/rootfs/1/root",
+        "/proc/" + "9" * 11 + "/root",  # no pid has 11 digits (the limit is 2**22)
     ],
 )
 def test_more_hostpaths_that_reach_no_gpu(path: str) -> None:

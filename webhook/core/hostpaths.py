@@ -23,9 +23,12 @@ _SLASHES = re.compile(r"/{2,}")
 # host process's working directory, or a file a host process holds open (CUDA processes
 # hold /dev/nvidia* open and mapped). `self` and `thread-self` are the kubelet itself;
 # `task/<tid>` repeats the same links per thread. Linux proc(5), "/proc/pid/root".
+# Pids, thread ids and fds have at most 10 digits, map_files names are two hex addresses
+# (procfs rejects leading zeros and anything longer): the match and the text it puts in a
+# message stay short whatever the path.
 _HOST_PROCESS_LINK = re.compile(
-    r"/proc/(?:[0-9]+|self|thread-self)(?:/task/[0-9]+)?/(root|cwd|fd/[^/]+|map_files/[^/]+)"
-    r"(?=/|\Z)"
+    r"/proc/(?:[0-9]{1,10}|self|thread-self)(?:/task/[0-9]{1,10})?/"
+    r"(root|cwd|fd/[0-9]{1,10}|map_files/[0-9a-fA-F]{1,16}-[0-9a-fA-F]{1,16})(?=/|\Z)"
 )
 _LINK_MEANS = {
     "root": "a path through {}, the host's root filesystem as a host process sees it, GPU "
@@ -75,7 +78,7 @@ class DevicePaths:
         for directory in self.directories:
             if path == directory:
                 return f"GPU device path {directory}"
-            if path.startswith(directory) and path[len(directory)] == "/":
+            if path.startswith(directory) and (directory == "/" or path[len(directory)] == "/"):
                 return f"inside GPU device directory {directory}"
         return self._parent(path)
 
