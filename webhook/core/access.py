@@ -15,12 +15,11 @@ admission path it costs about as much as one check: most pods have no grant at a
 
 from __future__ import annotations
 
-import glob
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, TypeGuard
 
+from webhook.core.gpuresources import GpuResources, gpu_amounts, gpu_requests, gpu_resources
 from webhook.core.grants import (
     CHANNELS,
     Channel,
@@ -32,8 +31,7 @@ from webhook.core.grants import (
     PodClaim,
 )
 from webhook.core.hostpaths import DevicePaths, joined, normalise
-from webhook.core.text import glob_matcher
-from webhook.core.workloads import ContainerRef, PodView, ResourceAmount
+from webhook.core.workloads import ContainerRef, PodView
 
 __all__ = [
     "AccessRules",
@@ -51,63 +49,6 @@ __all__ = [
     "gpu_resources",
     "pod_access",
 ]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class GpuResources:
-    """Which extended resource names are GPUs. Identity-hashed: a cheap memo key."""
-
-    include: tuple[str, ...]  # globs
-    exclude: tuple[str, ...]
-    is_gpu: Callable[[str], bool]
-
-
-@lru_cache(maxsize=64)  # keyed by policy parameters, never by what a request carries
-def gpu_resources(
-    *, include: tuple[str, ...] = (), prefixes: tuple[str, ...] = (), exclude: tuple[str, ...] = ()
-) -> GpuResources:
-    """Names matching a glob of `include` or starting with one of `prefixes`, but no glob
-    of `exclude`. One shared object per selection: checks with equal parameters share
-    the memo."""
-    globs = include + tuple(glob.escape(p) + "*" for p in prefixes)
-    if not exclude and not include:
-        return GpuResources(globs, exclude, lambda name: name.startswith(prefixes))
-    included, excluded = glob_matcher(globs), glob_matcher(exclude)
-    if not exclude:
-        return GpuResources(globs, exclude, included)
-    if not include:  # prefixes and exclusions (resource-names): the C startswith first
-        return GpuResources(
-            globs, exclude, lambda name: name.startswith(prefixes) and not excluded(name)
-        )
-    return GpuResources(globs, exclude, lambda name: included(name) and not excluded(name))
-
-
-def gpu_amounts(pod: PodView, *, gpus: GpuResources) -> tuple[ResourceAmount, ...]:
-    """Every GPU resource amount as written: zero and malformed ones too."""
-    return _gpu_amounts(pod, gpus)[0]
-
-
-def gpu_requests(pod: PodView, *, gpus: GpuResources) -> tuple[ResourceAmount, ...]:
-    """The GPU resources the pod's containers request: counts above zero only."""
-    return _gpu_amounts(pod, gpus)[1]
-
-
-def _gpu_amounts(
-    pod: PodView, gpus: GpuResources
-) -> tuple[tuple[ResourceAmount, ...], tuple[ResourceAmount, ...]]:
-    found: tuple[tuple[ResourceAmount, ...], tuple[ResourceAmount, ...]] | None
-    found = pod.memo.get(gpus)
-    if found is None:
-        is_gpu = gpus.is_gpu
-        amounts: list[ResourceAmount] = []
-        requests: list[ResourceAmount] = []
-        for a in pod.amounts:
-            if is_gpu(a.resource):
-                amounts.append(a)
-                if a.amount is not None and a.amount > 0:
-                    requests.append(a)
-        found = pod.memo[gpus] = (tuple(amounts), tuple(requests))
-    return found
 
 
 @dataclass(frozen=True, slots=True, eq=False)
