@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
+from functools import cached_property
 from typing import Literal
 
 from webhook.core import mig_catalog
+from webhook.core.access import GpuResources, gpu_requests, gpu_resources
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.quantity import format_mib, to_mib
@@ -28,12 +30,16 @@ class Params(CheckParams):
     require: Literal["all", "any"] = "all"
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
 
+    @cached_property
+    def gpus(self) -> GpuResources:
+        return gpu_resources(include=self.gpu_resources)
+
 
 def _gpu_amounts(pod: PodView, params: Params) -> dict[str, ResourceAmount]:
+    """The first request (count above zero) of each GPU resource the pod asks for."""
     first: dict[str, ResourceAmount] = {}
-    for a in pod.amounts:
-        if matches_any(a.resource, params.gpu_resources) and a.amount and a.amount > 0:
-            first.setdefault(a.resource, a)
+    for a in gpu_requests(pod, gpus=params.gpus):
+        first.setdefault(a.resource, a)
     return first
 
 

@@ -21,6 +21,14 @@ class CheckParams(BaseModel):
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
 
+    def __getstate__(self) -> dict[Any, Any]:
+        # A check may cache what it derives from its parameters (functools.cached_property:
+        # compiled matchers, the access rules); that is not state, and may not pickle.
+        state = super().__getstate__()
+        fields = type(self).model_fields
+        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k in fields}
+        return state
+
 
 @dataclass(frozen=True, slots=True)
 class Violation:
