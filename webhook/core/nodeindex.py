@@ -11,6 +11,7 @@ keeps its place, a new one goes last), which is the order candidates are listed 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, TypeVar
@@ -74,9 +75,17 @@ class NodeIndex:
     @classmethod
     def build(cls, nodes: Iterable[Node]) -> NodeIndex:
         b = _Builder()
-        for node in nodes:
-            b.add(node)
-        return b.finish()
+        # Millions of objects that all live on: the cyclic collector would walk the
+        # growing heap again and again for nothing (a third of the time at 50,000 nodes).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for node in nodes:
+                b.add(node)
+            return b.finish()
+        finally:
+            if collecting:
+                gc.enable()
 
     # -- updating -------------------------------------------------------------------
 
@@ -221,9 +230,8 @@ class _Builder:
         for key, value in node.labels.items():
             values = labels.get(key)
             if values is None:
-                values = labels[key] = {}
-            found = values.get(value)
-            if found is None:
+                labels[key] = {value: [i]}
+            elif (found := values.get(value)) is None:
                 values[value] = [i]
             else:
                 found.append(i)

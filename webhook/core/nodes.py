@@ -107,12 +107,16 @@ def parse_node(obj: Mapping[str, Any], *, index: int = 0) -> Node:
 def _labels(raw: object) -> dict[str, str]:
     # Interned: 50,000 nodes repeat a few hundred distinct keys and values, and a
     # string per occurrence would cost more than the rest of the inventory.
+    labels = raw if type(raw) is dict else str_map(raw)
     intern = sys.intern
-    return {
-        intern(k) if type(k) is str else k: intern(v) if type(v) is str else v
-        for k, v in str_map(raw).items()
-        if k not in VOLATILE_LABELS
-    }
+    out: dict[str, str] = {}
+    for key, value in labels.items():
+        if type(value) is not str:
+            return _labels(str_map(labels))  # numbers and nulls as str_map words them
+        out[intern(key) if type(key) is str else key] = intern(value)
+    for key in VOLATILE_LABELS:
+        out.pop(key, None)
+    return out
 
 
 def make_offer(node: Node, resource: str, count: int) -> Offer:
