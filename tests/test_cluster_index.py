@@ -22,8 +22,10 @@ from hypothesis import strategies as st
 from webhook.core import nodeindex
 from webhook.core.idsets import bits_of
 from webhook.core.inventory import Inventory, Node, parse_node
+from webhook.core.memo import Memo
 from webhook.core.scheduling import (
     candidates,
+    listed,
     node_listing,
     pin_selector,
     pinning_selector,
@@ -325,3 +327,20 @@ def test_parsed_nodes_drop_only_volatile_labels() -> None:
     assert parse_node(node_obj("n", labels, [], {})).labels == {
         "nvidia.com/gpu.product": "NVIDIA-H100"
     }
+
+
+def test_the_memo_is_bounded_in_bytes_oldest_out_first() -> None:
+    memo = Memo(max_bytes=1000)
+    for i in range(10):
+        memo.put(i, str(i), 300)
+    assert (len(memo), memo.nbytes, memo.get(9), memo.get(6)) == (3, 900, "9", None)
+    memo.put("big", "x", 2000)  # more than the bound: not kept, nothing pushed out
+    assert (memo.get("big"), len(memo)) == (None, 3)
+    memo.put(9, "nine", 100)  # a new value frees the old one's weight
+    assert (memo.nbytes, memo.get(9)) == (700, "nine")
+
+
+@pytest.mark.parametrize("total", [0, 1, 3, 4, 50])
+def test_listed_words_what_listing_would(total: int) -> None:
+    names = [f"n{i:02d}" for i in range(total)]
+    assert listed(names[:3], total) == listing(names)

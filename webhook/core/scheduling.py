@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from webhook.core.idsets import Membership, as_bits, first, lowest, size
+from webhook.core.idsets import Membership, as_bits, first, lowest
 from webhook.core.inventory import Inventory, Node, Offer, Taint
 from webhook.core.nodeindex import NodeIndex
 from webhook.core.selection import HARD_EFFECTS, allowed, tolerates
@@ -128,8 +128,19 @@ def _weight(found: Candidates, index: NodeIndex) -> int:
 def _constraints_digest(spec: Mapping[str, Any]) -> bytes:
     # Pods of one workload share these fields; a digest of their repr is a small key.
     fields: Sequence[str] = ("nodeSelector", "affinity", "tolerations")
-    text = repr([spec.get(f) for f in fields]).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(text, digest_size=16).digest()
+    return _digest(repr([spec.get(f) for f in fields]).encode("utf-8", "surrogatepass"))
+
+
+def _raw(bits: int) -> bytes:
+    return bits.to_bytes((bits.bit_length() + 7) >> 3, "little")
+
+
+def _digest(*parts: bytes) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.digest()
 
 
 # -- one node: the reference, and the reason for a message ------------------------------
@@ -287,7 +298,13 @@ def pin_selector(inventory: Inventory, *, good: int, bad: int) -> tuple[str, str
             if not index.label_bits(*pair) & bad:
                 return pair
         return None
-    return _best_pair(index, good, bad, wanted)
+    # Every Pod of a workload that gets this suggestion asks it again.
+    key = ("pin", _digest(_raw(good), _raw(bad)))
+    found = inventory.memo(key)
+    if found is None:
+        found = (_best_pair(index, good, bad, wanted),)
+        inventory.remember(key, found, 256)
+    return found[0]  # type: ignore[no-any-return]
 
 
 def _best_pair(index: NodeIndex, good: int, bad: int, wanted: int) -> tuple[str, str] | None:
@@ -307,18 +324,22 @@ def _best_pair(index: NodeIndex, good: int, bad: int, wanted: int) -> tuple[str,
         if key in _NODE_UNIQUE_KEYS:
             continue
         for value, nodes in index.labels[key].values.items():
-            if size(nodes) < floor:
-                continue
-            if type(nodes) is int:
+            if isinstance(nodes, int):
+                # Most values are on some bad node: that test is one AND, the count of
+                # good nodes a popcount more.
+                if nodes & bad:
+                    continue
                 covered = (nodes & good).bit_count()
-                if covered < floor or nodes & bad:
-                    continue
             else:
-                in_good = in_good or Membership(good)
-                covered = in_good.count(nodes)  # type: ignore[arg-type]
-                in_bad = in_bad or Membership(bad)
-                if covered < floor or any(i in in_bad for i in nodes):  # type: ignore[union-attr]
+                if len(nodes) < floor:
                     continue
+                in_good = in_good or Membership(good)
+                in_bad = in_bad or Membership(bad)
+                if any(i in in_bad for i in nodes):
+                    continue
+                covered = in_good.count(nodes)
+            if covered < floor:
+                continue
             rank = _order(covered, (key, value))
             if best is None or rank < best:
                 best, floor = rank, covered
