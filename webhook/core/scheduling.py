@@ -25,8 +25,6 @@ from webhook.core.selection import HARD_EFFECTS, allowed, tolerates
 from webhook.core.text import listing
 from webhook.core.workloads import PodView, as_dict, as_list
 
-_HARD_EFFECTS = HARD_EFFECTS
-
 
 class Candidates:
     """The offers of one resource on the nodes a pod may be scheduled to, as a set of
@@ -95,8 +93,8 @@ def candidates(pod: PodView, resource: str, inventory: Inventory) -> Candidates:
         if ok is None:
             ok = allowed(pod.spec, index)
             inventory.remember(digest, ok, sys.getsizeof(ok) + 64)
-        offered = index.resources.get(resource)
-        found = Candidates(index, resource, ok & offered.bits if offered is not None else 0)
+        ri = index.resources.get(resource)
+        found = Candidates(index, resource, ok & ri.bits if ri is not None else 0)
         inventory.remember(key, found, _weight(found, index))
     return found  # type: ignore[no-any-return]
 
@@ -171,7 +169,7 @@ def untolerated_taints(spec: Mapping[str, Any], node: Node) -> tuple[Taint, ...]
     return tuple(
         taint
         for taint in node.taints
-        if taint.effect in _HARD_EFFECTS and not any(tolerates(t, taint) for t in tolerations)
+        if taint.effect in HARD_EFFECTS and not any(tolerates(t, taint) for t in tolerations)
     )
 
 
@@ -242,7 +240,7 @@ def untolerated_among(spec: Mapping[str, Any], inventory: Inventory, bits: int) 
     tolerations = [as_dict(t) for t in as_list(spec.get("tolerations"))]
     seen: list[tuple[int, int, str]] = []
     for taint, nodes in index.taints.items():
-        if taint.effect not in _HARD_EFFECTS or any(tolerates(t, taint) for t in tolerations):
+        if taint.effect not in HARD_EFFECTS or any(tolerates(t, taint) for t in tolerations):
             continue
         on = as_bits(nodes) & bits
         if on:
@@ -288,23 +286,30 @@ def _coverage(nodes: Iterable[Node]) -> Counter[tuple[str, str]]:
 def pin_selector(inventory: Inventory, *, good: int, bad: int) -> tuple[str, str] | None:
     """`pinning_selector` over the nodes in the bitsets `good` and `bad`, from the label
     index: per value, how many good nodes have it and whether a bad node does."""
-    index = inventory.index
     wanted = good.bit_count()
     if not wanted:
-        return None
-    if wanted <= _FEW:
-        coverage = _coverage(index.nodes_in(good))
-        for pair in sorted(coverage, key=lambda p: _order(coverage[p], p)):
-            if not index.label_bits(*pair) & bad:
-                return pair
         return None
     # Every Pod of a workload that gets this suggestion asks it again.
     key = ("pin", _digest(_raw(good), _raw(bad)))
     found = inventory.memo(key)
     if found is None:
-        found = (_best_pair(index, good, bad, wanted),)
+        index = inventory.index
+        if wanted <= _FEW:
+            found = (_counted_pair(index, good, bad),)
+        else:
+            found = (_best_pair(index, good, bad, wanted),)
         inventory.remember(key, found, 256)
     return found[0]  # type: ignore[no-any-return]
+
+
+def _counted_pair(index: NodeIndex, good: int, bad: int) -> tuple[str, str] | None:
+    # A few good nodes: count their own labels, best first, and take the first that
+    # no bad node has.
+    coverage = _coverage(index.nodes_in(good))
+    for pair in sorted(coverage, key=lambda p: _order(coverage[p], p)):
+        if not index.label_bits(*pair) & bad:
+            return pair
+    return None
 
 
 def _best_pair(index: NodeIndex, good: int, bad: int, wanted: int) -> tuple[str, str] | None:
