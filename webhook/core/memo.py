@@ -13,27 +13,26 @@ DEFAULT_BYTES = 32 << 20
 
 
 class Memo:
-    __slots__ = ("_bytes", "_entries", "max_bytes")
+    __slots__ = ("_bytes", "_sizes", "_values", "get", "max_bytes")
 
     def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._entries: dict[Any, tuple[Any, int]] = {}
+        self._values: dict[Any, Any] = {}
+        self._sizes: dict[Any, int] = {}
         self._bytes = 0
-
-    def get(self, key: Any) -> Any:
-        found = self._entries.get(key)
-        return None if found is None else found[0]
+        self.get = self._values.get  # the hot path: a lookup, nothing more
 
     def put(self, key: Any, value: Any, nbytes: int) -> None:
         if nbytes > self.max_bytes:
             return  # it would push out everything else and still not fit
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self._bytes -= old[1]
-        while self._entries and self._bytes + nbytes > self.max_bytes:
-            oldest = next(iter(self._entries))
-            self._bytes -= self._entries.pop(oldest)[1]
-        self._entries[key] = (value, nbytes)
+        self._bytes -= self._sizes.pop(key, 0)
+        self._values.pop(key, None)
+        while self._sizes and self._bytes + nbytes > self.max_bytes:
+            oldest = next(iter(self._sizes))
+            self._bytes -= self._sizes.pop(oldest)
+            del self._values[oldest]
+        self._values[key] = value
+        self._sizes[key] = nbytes
         self._bytes += nbytes
 
     @property
@@ -41,4 +40,4 @@ class Memo:
         return self._bytes
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._values)

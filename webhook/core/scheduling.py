@@ -30,12 +30,13 @@ class Candidates:
     """The offers of one resource on the nodes a pod may be scheduled to, as a set of
     node ids, with what the checks ask of them answered per offer shape."""
 
-    __slots__ = ("_groups", "_offers", "bits", "index", "resource")
+    __slots__ = ("_groups", "_largest", "_offers", "bits", "index", "resource")
 
     def __init__(self, index: NodeIndex, resource: str, bits: int) -> None:
         self.index, self.resource, self.bits = index, resource, bits
         self._offers: tuple[Offer, ...] | None = None
         self._groups: tuple[tuple[Offer, int], ...] | None = None
+        self._largest: Offer | None = None
 
     def __bool__(self) -> bool:
         return bool(self.bits)
@@ -72,12 +73,16 @@ class Candidates:
 
     def largest(self) -> Offer:
         """The first offer with the largest count."""
-        found = self.index.resources[self.resource]
-        for count in sorted(found.counts.keys(), reverse=True):
-            bits = as_bits(found.counts[count]) & self.bits
-            if bits:
-                return self.first(bits)
-        raise ValueError("no candidates")
+        if self._largest is None:
+            found = self.index.resources[self.resource]
+            for count in sorted(found.counts.keys(), reverse=True):
+                bits = as_bits(found.counts[count]) & self.bits
+                if bits:
+                    self._largest = self.first(bits)
+                    break
+            else:
+                raise ValueError("no candidates")
+        return self._largest
 
 
 def candidates(pod: PodView, resource: str, inventory: Inventory) -> Candidates:
@@ -126,7 +131,8 @@ def _weight(found: Candidates, index: NodeIndex) -> int:
 def _constraints_digest(spec: Mapping[str, Any]) -> bytes:
     # Pods of one workload share these fields; a digest of their repr is a small key.
     fields: Sequence[str] = ("nodeSelector", "affinity", "tolerations")
-    return _digest(repr([spec.get(f) for f in fields]).encode("utf-8", "surrogatepass"))
+    text = repr([spec.get(f) for f in fields]).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(text, digest_size=16).digest()
 
 
 def _raw(bits: int) -> bytes:
