@@ -344,3 +344,15 @@ def test_the_memo_is_bounded_in_bytes_oldest_out_first() -> None:
 def test_listed_words_what_listing_would(total: int) -> None:
     names = [f"n{i:02d}" for i in range(total)]
     assert listed(names[:3], total) == listing(names)
+
+
+def test_churn_renumbers_the_nodes_instead_of_growing_the_sets() -> None:
+    inventory = Inventory.from_nodes([node_obj("keep", {"zone": "a"}, [], {"nvidia.com/gpu": "1"})])
+    for i in range(3000):  # autoscaling: a node comes and goes, ids are not reused
+        inventory = inventory.with_node(node_obj(f"n{i}", {"zone": "a"}, [], {}))
+        inventory = inventory.without_node(f"n{i - 1}")
+    assert inventory.index.next_id <= 2 * inventory.node_count + 1024
+    assert [n.name for n in inventory.nodes] == ["keep", "n2999"]
+    assert inventory.index.label_bits("zone", "a").bit_length() <= inventory.index.next_id
+    found = candidates(view({}), "nvidia.com/gpu", inventory)
+    assert [o.node.name for o in found.offers] == ["keep"]

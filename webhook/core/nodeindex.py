@@ -33,6 +33,7 @@ from webhook.core.nodes import Node, Offer, Taint, make_offer
 from webhook.errors import InventoryError
 
 Shape = tuple[str, int, int | None, str]  # Offer.shape
+_SLACK = 1024  # ids handed out beyond twice the nodes before they are renumbered
 K = TypeVar("K")
 
 
@@ -94,6 +95,10 @@ class NodeIndex:
         itself if the node is already here as it is."""
         i = self.ids.get(node.name)
         if i is None:
+            if self.next_id >= 2 * len(self.ids) + _SLACK:
+                # Ids are not reused, and a set is as long as its highest id: after as
+                # many adds as there are nodes (autoscaling churn), number them anew.
+                return NodeIndex.build([*self.nodes_in(self.all), node])
             return self._added(node)
         old = self.entries[i]
         if old.node == node:
