@@ -4,7 +4,8 @@ For each size it writes a realistic `kubectl get nodes -o json` List (bench/clus
 GFD-labelled H100, A100 MIG-mixed, A100 40GB, time-sliced A10G, MPS L4 and CPU nodes,
 cloud and NFD labels, taints on the GPU pools, ~45 labels a node, conditions, images)
 and measures:
-- loading it (`read_inventory`) in a fresh process: seconds and peak RSS of that process;
+- loading it (`read_inventory`) in a fresh process: seconds (the faster of two runs) and
+  peak RSS of that process;
 - `evaluate` with the four shipped policies, median per Pod, for an allowed Pod and for
   each deny with a fix suggestion, warm (the inventory's memo holds the candidates, as
   for the Pods of one workload) and cold (a fresh memo every time: a Pod whose
@@ -135,8 +136,8 @@ def load(path: Path) -> tuple[float, float]:
         f"t = time.perf_counter(); inv = read_inventory({str(path)!r}); "
         "print(time.perf_counter() - t, inv.node_count)"
     )
-    _, rss, out = child("-c", code)
-    return float(out.split()[0]), rss
+    runs = [child("-c", code) for _ in range(2)]  # the faster of two: the machine is shared
+    return min(float(out.split()[0]) for _, _, out in runs), max(rss for _, rss, _ in runs)
 
 
 def evaluations(inventory: Inventory, policies: Any, runs: int) -> dict[str, tuple[float, float]]:
@@ -220,7 +221,7 @@ def main() -> None:
             seconds, rss = load(path)
             col = columns[size] = {
                 "inventory file (pretty JSON)": f"{nbytes / 2**20:,.1f} MiB",
-                "load: `read_inventory`, fresh process": f"{seconds:.2f} s",
+                "load: `read_inventory`, fresh process (faster of 2)": f"{seconds:.2f} s",
                 "load: peak RSS of that process": f"{rss:,.0f} MiB",
             }
             inventory = read_inventory(str(path))
