@@ -588,3 +588,44 @@ def test_in_cluster_without_ca(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         f"in-cluster config (service account in {tmp_path}) is unusable: "
         "Service certification file does not exist."
     )
+
+
+class Updates:
+    """Records what on_update received (the changed Nodes of each batch)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, changed: dict[str, Any]) -> None:
+        with self.lock:
+            self.calls.append({k: v and v["metadata"].get("labels") for k, v in changed.items()})
+
+    def wait_for(self, count: int) -> list[dict[str, Any]]:
+        wait_until(lambda: len(self.calls) >= count, 5, f"{count} updates (got {self.calls})")
+        with self.lock:
+            return list(self.calls)
+
+
+def test_watch_batches_go_to_on_update_with_only_the_changed_nodes(
+    api: FakeApiServer, client: k8s.ApiClient
+) -> None:
+    for name in ("n1", "n2", "n3"):
+        api.put(NODE_KEY, node(name))
+    changes, updates = Changes(), Updates()
+    watcher = NodeWatcher(client, on_change=changes, on_update=updates)
+    watcher.start()
+    try:
+        changes.wait_for(["n1", "n2", "n3"])  # the list: every Node, to on_change
+        api.wait_for_watches(1)
+        api.put(NODE_KEY, node("n2", gpu="a100"))
+        with api.batch():
+            api.put(NODE_KEY, node("n4"))
+            api.delete(NODE_KEY, "n1")
+            api.put(NODE_KEY, node("n4", gpu="h100"))  # the last event of a node wins
+        calls = updates.wait_for(2)
+    finally:
+        watcher.stop()
+    assert calls == [{"n2": {"gpu": "a100"}}, {"n4": {"gpu": "h100"}, "n1": None}]
+    assert len(changes.calls) == 1
+    assert watcher.node_count == 3

@@ -139,3 +139,44 @@ def test_an_inventory_too_old_turns_inventory_denials_into_warnings(
         server.wait(lambda: server.judge(typo)["allowed"] is False, "a fresh inventory")
     finally:
         server.stop()
+
+
+def cache_hits(server: LiveServer) -> float:
+    text = server.client.get(server.url + "/metrics").text
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("gpu_admission_eval_cache_lookups")
+               and 'result="hit"' in ln]  # fmt: skip
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_heartbeats_keep_the_cache_and_real_changes_reach_decisions(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    nodes = example_nodes()
+    api.put_many(NODES, nodes)
+    server = LiveServer(tmp_path, api)
+    try:
+        server.wait(lambda: server.ready().status_code == 200, "the first sync")
+        assert server.judge(MIG_POD)["allowed"] is True
+        assert server.judge(MIG_POD)["allowed"] is True
+        hits = cache_hits(server)
+        (mig,) = [n for n in nodes if n["metadata"]["name"] == "gpu-a100-mig-0"]
+        age = lambda: server.ready().json()["inventoryAgeSeconds"] or 0  # noqa: E731
+        server.wait(lambda: age() >= 1.0, "a quiet watch")
+
+        beat = {**mig, "status": {**mig["status"], "conditions": [{"type": "Ready"}]}}
+        beat["metadata"] = {
+            **mig["metadata"],
+            "labels": {**mig["metadata"]["labels"], "nvidia.com/gfd.timestamp": "1800000000"},
+        }
+        api.put(NODES, beat)
+        server.wait(lambda: age() < 0.5, "the heartbeat to arrive")
+        assert server.judge(MIG_POD)["allowed"] is True
+        assert cache_hits(server) == hits + 1  # the same inventory: the decision was kept
+
+        allocatable = dict(mig["status"]["allocatable"])
+        del allocatable["nvidia.com/mig-3g.40gb"]
+        api.put(NODES, {**mig, "status": {**mig["status"], "allocatable": allocatable}})
+        server.wait(lambda: server.judge(MIG_POD)["allowed"] is False, "the change to arrive")
+        assert server.ready().json()["inventoryNodes"] == len(nodes)
+    finally:
+        server.stop()

@@ -7,7 +7,7 @@ MIG catalog, never with the name. A time-sliced or MPS replica counts on 1/repli
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from fractions import Fraction
 from functools import cached_property
 from typing import Literal
@@ -17,8 +17,8 @@ from webhook.core.access import GpuResources, gpu_requests, gpu_resources
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.quantity import format_mib, to_mib
-from webhook.core.scheduling import candidate_offers, pinning_selector
-from webhook.core.text import listing, matches_any, shown
+from webhook.core.scheduling import Candidates, candidates, node_listing, offered, pin_selector
+from webhook.core.text import matches_any, shown
 from webhook.core.workloads import PodView, ResourceAmount
 from webhook.errors import QuantityError
 
@@ -79,12 +79,6 @@ def _peak(pod: PodView, params: Params, amount: ResourceAmount) -> Fraction | Vi
     return mib
 
 
-def _offers(pod: PodView, resource: str, inventory: Inventory) -> Sequence[Offer]:
-    if inventory.known:
-        return candidate_offers(pod, resource, inventory)
-    return ()
-
-
 def _fits(offer: Offer, peak: Fraction) -> bool | None:
     """peak <= memory / replicas, in integers: Fraction comparisons cost a microsecond."""
     memory = offer.memory_mib
@@ -106,24 +100,41 @@ def _offer_text(offer: Offer) -> str:
     return f"{offer.memory_mib} MiB ({offer.memory_source})"
 
 
-def _suggestion(
-    pod: PodView,
-    resource: str,
-    peak: Fraction,
-    inventory: Inventory,
-    offers: Sequence[Offer],
-    params: Params,
-) -> str:
-    good = [o.node for o in offers if _fits(o, peak)]
-    bad = [o.node for o in offers if not _fits(o, peak)]
-    pin = pinning_selector(good, bad) if good else None
+class _Verdicts:
+    """The candidates of one resource split by whether the peak fits: per offer shape,
+    so the cost is the number of shapes, not of nodes."""
+
+    def __init__(self, offers: Candidates, peak: Fraction) -> None:
+        self.fit = self.miss = self.unknown = 0
+        self.worst: Offer | None = None  # the first miss of the smallest share
+        worst_bits, worst_share = 0, None
+        for offer, bits in offers.groups():
+            verdict = _fits(offer, peak)
+            if verdict is None:
+                self.unknown |= bits
+            elif verdict:
+                self.fit |= bits
+            else:
+                self.miss |= bits
+                share = offer.share_mib or 0
+                if worst_share is None or share < worst_share:
+                    worst_bits, worst_share = bits, share
+                elif share == worst_share:
+                    worst_bits |= bits
+        if worst_bits:
+            self.worst = offers.first(worst_bits)
+
+
+def _suggestion(inventory: Inventory, peak: Fraction, verdicts: _Verdicts, params: Params) -> str:
+    good, bad = verdicts.fit, verdicts.miss | verdicts.unknown
+    pin = pin_selector(inventory, good=good, bad=bad) if good else None
     if pin is not None:
         return f"Pin the pod to nodes where it fits with nodeSelector {pin[0]}: {pin[1]}."
     best: tuple[Fraction, str] | None = None
-    for name, all_offers in inventory.offers.items():
+    for name in inventory.offers:
         if not matches_any(name, params.gpu_resources):
             continue
-        shares = [o.share_mib for o in all_offers if _fits(o, peak)]
+        shares = [o.share_mib for o, _ in offered(name, inventory).groups() if _fits(o, peak)]
         if shares:
             smallest = min(s for s in shares if s is not None)
             best = min(best, (smallest, name)) if best else (smallest, name)
@@ -146,7 +157,7 @@ def _judge(
     pod: PodView, amount: ResourceAmount, peak: Fraction, inventory: Inventory, params: Params
 ) -> Iterator[Violation]:
     resource = amount.resource
-    offers = _offers(pod, resource, inventory)
+    offers = candidates(pod, resource, inventory) if inventory.known else None
     needs = _Needs(peak, params.label, pod.labels[params.label])
     if not offers:
         # With an inventory, no offer means no node can take the pod: resource-names
@@ -154,23 +165,20 @@ def _judge(
         if not inventory.known:
             yield from _judge_by_catalog(pod, amount, peak, needs)
         return
-    misses = [o for o in offers if _fits(o, peak) is False]
-    unknown = [o for o in offers if _fits(o, peak) is None]
-    fitting = len(offers) - len(misses) - len(unknown)
-    if params.require == "any" and fitting:
+    verdicts = _Verdicts(offers, peak)
+    if params.require == "any" and verdicts.fit:
         return
-    if misses and (params.require == "all" or not unknown):
-        worst = min(misses, key=lambda o: o.share_mib or 0)
-        nodes = listing(sorted({o.node.name for o in misses}))
+    if verdicts.worst is not None and (params.require == "all" or not verdicts.unknown):
+        nodes = node_listing(inventory, verdicts.miss)
         yield Violation(
             "exceeds-device-memory",
             amount.path,
-            f"the pod {needs}, but {resource} offers {_offer_text(worst)} on node "
+            f"the pod {needs}, but {resource} offers {_offer_text(verdicts.worst)} on node "
             f"{nodes}, where the scheduler may place it: the workload would run out of GPU "
-            f"memory. {_suggestion(pod, resource, peak, inventory, offers, params)}",
+            f"memory. {_suggestion(inventory, peak, verdicts, params)}",
         )
-    elif unknown:
-        nodes = listing(sorted({o.node.name for o in unknown}))
+    elif verdicts.unknown:
+        nodes = node_listing(inventory, verdicts.unknown)
         yield Violation(
             "unknown-device-memory",
             amount.path,

@@ -14,10 +14,10 @@ from functools import cached_property, lru_cache
 from webhook.core import mig_catalog
 from webhook.core.access import GpuResources, gpu_amounts, gpu_requests, gpu_resources
 from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.inventory import Inventory, Offer
+from webhook.core.inventory import Inventory
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
-from webhook.core.scheduling import candidate_offers, rejection
+from webhook.core.scheduling import candidates, first_offers, listed, rejection
 from webhook.core.text import listing, plural, shown
 from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
@@ -105,7 +105,7 @@ def _unknown_names(
     if all(a.resource in known for a in amounts):
         return
     if inventory.known:
-        scope = f"no node in the inventory ({plural(len(inventory.nodes), 'node')}) advertises"
+        scope = f"no node in the inventory ({plural(inventory.node_count, 'node')}) advertises"
     else:
         scope = "is not a name any GPU device plugin advertises"
     reported: set[str] = set()
@@ -148,14 +148,13 @@ def _capacity(
     for a in amounts:
         first_path.setdefault(a.resource, a.path)
     for resource, wanted in pod.effective_requests.items():
-        offers = inventory.offers.get(resource)
-        if resource not in first_path or not offers or wanted <= 0:
+        if resource not in first_path or resource not in inventory.offers or wanted <= 0:
             continue
-        candidates = candidate_offers(pod, resource, inventory)
-        if not candidates:
-            yield _no_candidate(pod, resource, offers, first_path[resource])
+        offers = candidates(pod, resource, inventory)
+        if not offers:
+            yield _no_candidate(pod, resource, inventory, first_path[resource])
             continue
-        best = max(candidates, key=lambda o: o.count)
+        best = offers.largest()
         if wanted > best.count:
             yield Violation(
                 "insufficient-capacity",
@@ -169,13 +168,19 @@ def _capacity(
             )
 
 
-def _no_candidate(pod: PodView, resource: str, offers: tuple[Offer, ...], path: Path) -> Violation:
-    reasons = [f"{o.node.name}: {rejection(pod.spec, o.node)}" for o in offers]
+def _no_candidate(pod: PodView, resource: str, inventory: Inventory, path: Path) -> Violation:
+    # The message names the first three nodes and counts the rest: only those three
+    # are asked why.
+    total = inventory.index.resources[resource].bits.bit_count()
+    reasons = [
+        f"{o.node.name}: {rejection(pod.spec, o.node)}"
+        for o in first_offers(inventory, resource, 3)
+    ]
     return Violation(
         "no-candidate-node",
         path,
         f"the pod requests {resource} ({format_path(path)}), but "
-        f"{_advertisers(len(offers))} ({listing(reasons)}), "
+        f"{_advertisers(total)} ({listed(reasons, total)}), "
         f"so it would stay Pending forever. Fix the nodeSelector/affinity, or add a toleration "
         f"for the taint.",
     )

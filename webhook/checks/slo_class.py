@@ -14,10 +14,11 @@ from webhook.core.access import GpuResources, gpu_requests, gpu_resources
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
 from webhook.core.scheduling import (
-    candidate_offers,
-    pinning_selector,
-    taint_text,
-    untolerated_taints,
+    candidates,
+    node_listing,
+    offered,
+    pin_selector,
+    untolerated_among,
 )
 from webhook.core.text import listing, shown
 from webhook.core.workloads import PodView, ResourceAmount
@@ -58,14 +59,19 @@ def _mode_text(offer: Offer) -> str:
 
 
 def _fix(
-    pod: PodView, accepted: tuple[SharingMode, ...], bad: list[Offer], inventory: Inventory
+    pod: PodView,
+    accepted: tuple[SharingMode, ...],
+    bad: Offer,
+    bad_nodes: int,
+    inventory: Inventory,
 ) -> str:
     # Nodes anywhere that offer the same resource in an accepted mode: the pod's own
     # constraints may be what keeps it off them, so they are not limited to candidates.
-    good_nodes = [
-        o.node for o in inventory.offers.get(bad[0].resource, ()) if o.sharing in accepted
-    ]
-    pin = pinning_selector(good_nodes, [o.node for o in bad])
+    good = 0
+    for offer, nodes in offered(bad.resource, inventory).groups():
+        if offer.sharing in accepted:
+            good |= nodes
+    pin = pin_selector(inventory, good=good, bad=bad_nodes)
     options = []
     if "mig" in accepted:
         options.append("a MIG resource (nvidia.com/mig-<profile>)")
@@ -76,12 +82,10 @@ def _fix(
         text += f", or pin the pod with nodeSelector {pin[0]}: {pin[1]}"
         # The pinned nodes may be tainted (dedicated GPU pools usually are): a pin
         # without the toleration would leave the pod Pending.
-        pinned = [n for n in good_nodes if n.labels.get(pin[0]) == pin[1]]
-        taints = dict.fromkeys(
-            taint_text(t) for n in pinned for t in untolerated_taints(pod.spec, n)
-        )
+        pinned = good & inventory.index.label_bits(*pin)
+        taints = untolerated_among(pod.spec, inventory, pinned)
         if taints:
-            text += f" and tolerate {listing(list(taints))}"
+            text += f" and tolerate {listing(taints)}"
     return text + "."
 
 
@@ -96,16 +100,20 @@ def _judge(
     where = f"{amount.container.label} requests {amount.resource}"
     why = _WHY["time-slicing"]
     if inventory.known:
-        offers = list(candidate_offers(pod, amount.resource, inventory))
-        bad = [o for o in offers if o.sharing not in accepted]
-        if bad:
-            nodes = listing(sorted({o.node.name for o in bad}))
+        offers = candidates(pod, amount.resource, inventory)
+        bad_nodes = 0
+        for offer, nodes in offers.groups():
+            if offer.sharing not in accepted:
+                bad_nodes |= nodes
+        if bad_nodes:
+            bad = offers.first(bad_nodes)
+            listed = node_listing(inventory, bad_nodes)
             yield Violation(
                 "sharing-mode-not-accepted",
                 amount.path,
                 f"the pod is {slo} ({params.label}), which accepts only {_modes(accepted)} GPUs, "
-                f"but {where}, which is {_mode_text(bad[0])} on node {nodes}, where it can land: "
-                f"{_WHY.get(bad[0].sharing, why)}. {_fix(pod, accepted, bad, inventory)}",
+                f"but {where}, which is {_mode_text(bad)} on node {listed}, where it can land: "
+                f"{_WHY.get(bad.sharing, why)}. {_fix(pod, accepted, bad, bad_nodes, inventory)}",
             )
         return
     # No inventory: only the name speaks. `.shared` is time-sliced or MPS by construction.

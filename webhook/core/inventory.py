@@ -1,86 +1,105 @@
 """What the cluster offers: GPU resources per node, their memory and sharing mode.
 
-Built from Node objects (allocatable plus NVIDIA GPU Feature Discovery labels). An
-Inventory is immutable: the server swaps in a new one when the Node watch reports a
-change, so a request never sees a half-built snapshot.
+Built from Node objects (allocatable plus NVIDIA GPU Feature Discovery labels) into
+indexes (webhook.core.nodeindex) that answer "which nodes can take this pod" in
+proportion to what the pod asks. An Inventory is immutable: the server swaps in a new
+one when the Node watch reports a change, so a request never sees a half-built
+snapshot. `with_node` and `without_node` make the next snapshot from this one at the
+cost of one node; a change that no check can see returns this very snapshot, so the
+memo here and the caches downstream that key on it stay warm.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from fractions import Fraction
-from typing import Any, Literal
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
-from webhook.core import mig_catalog
-from webhook.core.quantity import parse_quantity
-from webhook.core.workloads import as_dict, as_list, str_map
-from webhook.errors import InventoryError, QuantityError
+from webhook.core.idsets import ids_of
+from webhook.core.memo import Memo
+from webhook.core.nodeindex import NodeIndex
+from webhook.core.nodes import (
+    SHARING_MODES,
+    VOLATILE_LABELS,
+    Node,
+    Offer,
+    SharingMode,
+    Taint,
+    make_offer,
+    parse_node,
+)
+from webhook.errors import InventoryError
 
-SharingMode = Literal["exclusive", "mig", "time-slicing", "mps"]
-SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "time-slicing", "mps")
-_STRATEGY_MODES: dict[str, SharingMode] = {"time-slicing": "time-slicing", "mps": "mps"}
+__all__ = [
+    "SHARING_MODES",
+    "VOLATILE_LABELS",
+    "Inventory",
+    "Node",
+    "Offer",
+    "SharingMode",
+    "Taint",
+    "make_offer",
+    "nodes_from_document",
+    "parse_node",
+]
 
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    name: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
-    allocatable: Mapping[str, int]  # extended resources only, count > 0
-
-
-@dataclass(frozen=True, slots=True)
-class Offer:
-    """One node's offer of one resource: how many devices, how much memory each."""
-
-    resource: str
-    node: Node
-    count: int
-    sharing: SharingMode
-    replicas: int
-    memory_mib: int | None  # per physical device or MIG slice
-    memory_source: str  # e.g. 'label nvidia.com/gpu.memory' or 'catalog value for A100 80GB'
-    product: str
-
-    @property
-    def share_mib(self) -> Fraction | None:
-        """What one allocation can count on: a time-sliced or MPS replica gets 1/replicas."""
-        if self.memory_mib is None:
-            return None
-        if self.sharing in ("time-slicing", "mps") and self.replicas > 1:
-            return Fraction(self.memory_mib, self.replicas)
-        return Fraction(self.memory_mib)
+_EMPTY = NodeIndex.build(())
 
 
-@dataclass(frozen=True)
 class Inventory:
     """Offers by resource name; `known` is False when no nodes were given at all."""
 
-    nodes: tuple[Node, ...]
-    offers: Mapping[str, tuple[Offer, ...]]
-    known: bool = True
-    _candidates: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    __slots__ = ("_memo", "_nodes", "_offers", "index", "known")
+
+    def __init__(self, index: NodeIndex, *, known: bool = True) -> None:
+        self.index = index
+        self.known = known
+        self._memo = Memo()
+        self._nodes: tuple[Node, ...] | None = None
+        self._offers: _Offers | None = None
 
     @classmethod
     def unknown(cls) -> Inventory:
-        return cls((), {}, known=False)
+        return cls(_EMPTY, known=False)
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[Mapping[str, Any]]) -> Inventory:
-        parsed = [parse_node(n, index=i) for i, n in enumerate(nodes)]
-        offers: dict[str, list[Offer]] = {}
-        for node in parsed:
-            for resource, count in node.allocatable.items():
-                offers.setdefault(resource, []).append(make_offer(node, resource, count))
-        return cls(tuple(parsed), {r: tuple(o) for r, o in sorted(offers.items())})
+        """Node objects, parsed one at a time (the caller's objects can go as they are
+        read)."""
+        return cls.from_parsed(parse_node(n, index=i) for i, n in enumerate(nodes))
+
+    @classmethod
+    def from_parsed(cls, nodes: Iterable[Node]) -> Inventory:
+        return cls(NodeIndex.build(nodes))
+
+    def with_node(self, obj: Mapping[str, Any]) -> Inventory:
+        """This inventory with the Node object `obj` added or updated (by name)."""
+        return self.with_parsed(parse_node(obj))
+
+    def with_parsed(self, node: Node) -> Inventory:
+        index = self.index.with_node(node)
+        return self if index is self.index else Inventory(index)
+
+    def without_node(self, name: str) -> Inventory:
+        index = self.index.without(name)
+        return self if index is self.index else Inventory(index)
+
+    @property
+    def node_count(self) -> int:
+        return len(self.index)
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """Every node, in order (built on first use: the checks read the indexes)."""
+        if self._nodes is None:
+            self._nodes = tuple(self.index.nodes_in(self.index.all))
+        return self._nodes
+
+    @property
+    def offers(self) -> Mapping[str, tuple[Offer, ...]]:
+        """Offers by resource name, in name order; each resource's offers in node order."""
+        if self._offers is None:
+            self._offers = _Offers(self.index)
+        return self._offers
 
     @property
     def advertised(self) -> tuple[str, ...]:
@@ -88,107 +107,52 @@ class Inventory:
 
     def memo(self, key: Any) -> Any:
         """A per-snapshot cache for derived facts (candidate sets); pure memoisation."""
-        return self._candidates.get(key)
+        return self._memo.get(key)
 
-    def remember(self, key: Any, value: Any) -> None:
-        if len(self._candidates) > 4096:  # bounded: pod shapes repeat, but not forever
-            self._candidates.clear()
-        self._candidates[key] = value
+    def remember(self, key: Any, value: Any, nbytes: int) -> None:
+        self._memo.put(key, value, nbytes)
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Inventory):
+            return NotImplemented
+        return self.known == other.known and self.nodes == other.nodes
 
-def parse_node(obj: Mapping[str, Any], *, index: int = 0) -> Node:
-    if not isinstance(obj, Mapping) or obj.get("kind", "Node") != "Node":
-        raise InventoryError(f"item {index} is not a Node (kind {as_dict(obj).get('kind')!r})")
-    meta = as_dict(obj.get("metadata"))
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise InventoryError(f"item {index}: a Node without metadata.name")
-    taints = tuple(
-        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
-        for t in as_list(as_dict(obj.get("spec")).get("taints"))
-        if isinstance(t, Mapping)
-    )
-    allocatable: dict[str, int] = {}
-    for resource, raw in as_dict(as_dict(obj.get("status")).get("allocatable")).items():
-        if "/" not in str(resource):
-            continue
-        try:
-            count = parse_quantity(raw)
-        except QuantityError:
-            raise InventoryError(
-                f"node {name}: status.allocatable[{resource!r}] = {raw!r} is not a quantity"
-            ) from None
-        if count >= 1:
-            allocatable[str(resource)] = int(count)
-    return Node(name, str_map(meta.get("labels")), taints, allocatable)
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Inventory of {self.node_count} nodes{'' if self.known else ', unknown'}>"
 
 
-def make_offer(node: Node, resource: str, count: int) -> Offer:
-    labels = node.labels
-    product = labels.get("nvidia.com/gpu.product", "")
-    profile = mig_catalog.profile_for_resource(resource)
-    if profile is not None:
-        return _mig_offer(node, resource, count, profile, product)
-    if resource in ("nvidia.com/gpu", "nvidia.com/gpu.shared"):
-        return _gpu_offer(node, resource, count, product)
-    return Offer(resource, node, count, "exclusive", 1, None, "no memory label", product)
+class _Offers(Mapping[str, tuple[Offer, ...]]):
+    """The offers of each resource, made from the index on first use."""
 
+    __slots__ = ("_index", "_made", "_names")
 
-def _gpu_offer(node: Node, resource: str, count: int, product: str) -> Offer:
-    labels = node.labels
-    replicas = _int_label(labels, "nvidia.com/gpu.replicas") or 1
-    mode: SharingMode = _STRATEGY_MODES.get(
-        labels.get("nvidia.com/gpu.sharing-strategy", ""), "exclusive"
-    )
-    if mode == "exclusive" and (
-        resource.endswith(".shared") or replicas > 1 or product.endswith("-SHARED")
-    ):
-        mode = "time-slicing"
-    # MIG single strategy: nvidia.com/gpu is a slice, named in the product suffix.
-    mig_single = labels.get("nvidia.com/mig.strategy") == "single" and "-MIG-" in product
-    if mig_single and mode == "exclusive":
-        mode = "mig"
-    memory = _int_label(labels, "nvidia.com/gpu.memory")
-    if memory is not None:
-        return Offer(
-            resource, node, count, mode, replicas, memory, "label nvidia.com/gpu.memory", product
-        )
-    if mig_single:
-        profile = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
-        found = mig_catalog.profile_memory(profile, product=product)
-        if found is not None:
-            return Offer(
-                resource, node, count, mode, replicas, found.mib, found.describe(), product
+    def __init__(self, index: NodeIndex) -> None:
+        self._index = index
+        self._names = sorted(index.resources.keys())
+        self._made: dict[str, tuple[Offer, ...]] = {}
+
+    def __getitem__(self, resource: str) -> tuple[Offer, ...]:
+        made = self._made.get(resource)
+        if made is None:
+            found = self._index.resources.get(resource)
+            if found is None:
+                raise KeyError(resource)
+            entries = self._index.entries
+            made = self._made[resource] = tuple(
+                entries[i].offers[resource] for i in ids_of(found.bits)
             )
-    return Offer(resource, node, count, mode, replicas, None, "no memory label", product)
+        return made
 
+    def __contains__(self, resource: object) -> bool:
+        return resource in self._index.resources
 
-def _mig_offer(node: Node, resource: str, count: int, profile: str, product: str) -> Offer:
-    labels = node.labels
-    prefix = "nvidia.com/mig-" + profile.replace("+me", ".me") + "."
-    replicas = _int_label(labels, prefix + "replicas") or 1
-    mode: SharingMode = _STRATEGY_MODES.get(labels.get(prefix + "sharing-strategy", ""), "mig")
-    if mode == "mig" and (resource.endswith(".shared") or replicas > 1):
-        mode = "time-slicing"
-    memory = _int_label(labels, prefix + "memory")
-    if memory is not None:
-        return Offer(
-            resource, node, count, mode, replicas, memory, f"label {prefix}memory", product
-        )
-    found = mig_catalog.profile_memory(profile, product=product or None)
-    if found is not None:
-        return Offer(resource, node, count, mode, replicas, found.mib, found.describe(), product)
-    return Offer(resource, node, count, mode, replicas, None, "no memory label", product)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
 
-
-def _int_label(labels: Mapping[str, str], key: str) -> int | None:
-    value = labels.get(key)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def nodes_from_document(data: Any, *, source: str) -> list[Mapping[str, Any]]:

@@ -86,7 +86,7 @@ def _start_node_watch(state: State) -> NodeWatcher:
     from webhook.kube.client import api_client
 
     client = api_client(context=state.settings.context, kubeconfig=state.settings.kubeconfig)
-    watcher = NodeWatcher(client, on_change=state.set_nodes)
+    watcher = NodeWatcher(client, on_change=state.set_nodes, on_update=state.update_nodes)
     state.last_sync = lambda: watcher.last_sync
     watcher.start()
     return watcher

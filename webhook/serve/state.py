@@ -9,15 +9,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from webhook.core.engine import StaleAction, Staleness
-from webhook.core.inventory import Inventory
+from webhook.core.inventory import Inventory, Node, parse_node
 from webhook.core.policy import PolicySet
-from webhook.errors import GpuAdmissionError
+from webhook.errors import GpuAdmissionError, InventoryError
 from webhook.serve import metrics
 from webhook.serve.evalcache import EvaluationCache
 from webhook.sources.files import read_inventory
@@ -56,6 +56,7 @@ class State:
     cache: EvaluationCache = field(default_factory=EvaluationCache)
     _policy_digest: str = ""
     _inventory_digest: str = ""
+    _unparsable: dict[str, str] = field(default_factory=dict)  # node name -> why
 
     @classmethod
     def start(cls, settings: Settings) -> State:
@@ -81,21 +82,64 @@ class State:
         return Staleness(age, self.settings.inventory_max_age, self.settings.stale_action)
 
     def set_nodes(self, nodes: Sequence[Mapping[str, Any]]) -> None:
-        """Called by the Node watcher's thread; builds the snapshot, then swaps it in."""
+        """Called by the Node watcher's thread after a (re-)list: builds the snapshot,
+        then swaps it in. A Node that does not parse is left out and named in
+        `inventory_error` (the apiserver validates Nodes, so this is a bug of ours)."""
+        self._unparsable = {}
+
+        def parsed() -> Iterator[Node]:
+            for i, obj in enumerate(nodes):
+                try:
+                    yield parse_node(obj, index=i)
+                except InventoryError as exc:
+                    self._unparsable[_name(obj, i)] = str(exc)
+
         try:
-            inventory = Inventory.from_nodes(nodes)
+            inventory = Inventory.from_parsed(parsed())
         except GpuAdmissionError as exc:
             self.inventory_error = str(exc)
             log.error("inventory from the cluster not usable: %s", exc)
             return
         self._swap_inventory(inventory)
 
+    def update_nodes(self, changed: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """Called by the Node watcher's thread with the Nodes one batch of events
+        changed (None: deleted). Costs what those nodes cost; when nothing a check
+        reads changed (heartbeats, conditions, resourceVersion, managedFields, the GFD
+        timestamp) the inventory stays the same object, and so do the caches on it."""
+        inventory = self.inventory
+        for name, obj in changed.items():
+            self._unparsable.pop(name, None)
+            try:
+                node = None if obj is None else parse_node(obj)
+            except InventoryError as exc:
+                self._unparsable[name] = str(exc)
+                node = None
+            inventory = (
+                inventory.without_node(name) if node is None else inventory.with_parsed(node)
+            )
+        if inventory is self.inventory:
+            self.inventory_synced_at = self.clock()
+            self._report_unparsable()
+        else:
+            self._swap_inventory(inventory)
+
     def _swap_inventory(self, inventory: Inventory) -> None:
         self.inventory = inventory
         self.inventory_synced_at = self.clock()
         self.inventory_synced = True
-        self.inventory_error = None
-        metrics.INVENTORY_NODES.set(len(inventory.nodes))
+        self._report_unparsable()
+        metrics.INVENTORY_NODES.set(inventory.node_count)
+
+    def _report_unparsable(self) -> None:
+        errors = list(self._unparsable.values())
+        if not errors:
+            self.inventory_error = None
+            return
+        error = "; ".join(errors[:3]) + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
+        if error != self.inventory_error:
+            log.error("nodes left out of the inventory: %s", error)
+        self.inventory_error = error
 
     def reload_policies(self) -> bool:
         """Re-read the policy directory if its content changed; True if a new set serves."""
@@ -133,7 +177,7 @@ class State:
             return self._inventory_failed(str(exc), initial)
         self._inventory_digest = digest
         self._swap_inventory(inventory)
-        log.info("inventory loaded from %s: %d nodes", path, len(inventory.nodes))
+        log.info("inventory loaded from %s: %d nodes", path, inventory.node_count)
         return True
 
     def _inventory_failed(self, error: str, initial: bool) -> bool:
@@ -152,3 +196,9 @@ def directory_digest(directory: str) -> str:
         return files_digest(read_files(policy_files(root), root))
     except OSError:
         return ""
+
+
+def _name(obj: object, index: int) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) and name else f"item {index}"

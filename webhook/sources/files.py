@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
-from webhook.core.inventory import Inventory, nodes_from_document
+from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.errors import InventoryError, ManifestError
+from webhook.sources.nodefile import Fallback, exact_objects, node_objects
 from webhook.sources.yamlsource import Document, iter_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -81,12 +82,15 @@ def read_inventory(name: str | None) -> Inventory:
         return Inventory.unknown()
     try:
         data = read_text(name)
-        docs = list(iter_documents(data, source=name))
     except ManifestError as exc:
         raise InventoryError(str(exc)) from None
-    if len(docs) != 1:
-        raise InventoryError(f"{name}: expected one List of Nodes, found {len(docs)} documents")
-    nodes = nodes_from_document(docs[0].data, source=name)
+    try:
+        return _inventory(node_objects(data, source=name), name)
+    except Fallback:
+        return _inventory(exact_objects(data, source=name), name)
+
+
+def _inventory(nodes: Iterable[Mapping[str, Any]], name: str) -> Inventory:
     try:
         return Inventory.from_nodes(nodes)
     except InventoryError as exc:
