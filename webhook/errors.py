@@ -23,3 +23,7 @@ class ReviewError(GpuAdmissionError):
 
 class QuantityError(ValueError):
     """A string is not a Kubernetes resource quantity."""
+
+
+class WorkloadError(GpuAdmissionError):
+    """An object holds more than is judged (too many pod templates): an input error."""

@@ -10,7 +10,7 @@ from typing import Any
 from webhook.core.engine import Finding, Subject, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
-from webhook.errors import ManifestError
+from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 
 
@@ -44,6 +44,9 @@ def _check_object(
     name = str(meta.get("name") or meta.get("generateName") or "")
     try:
         decision = evaluate(policy_set, Subject(obj, namespace), inventory)
+    except GpuAdmissionError as exc:  # an object too large to judge: an input error
+        run.errors.append(f"{item.source}:{item.document.line}: {exc}")
+        return
     except Exception as exc:  # a bug must not hide the other files' findings
         run.errors.append(
             f"{item.source}:{item.document.line}: internal error while "

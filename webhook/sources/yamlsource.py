@@ -4,25 +4,57 @@ PyYAML's `load_all` drops the node tree that holds the line marks. We drive the 
 loader by hand (`get_node` then `construct_document`, which is what `load_all` does) and
 keep each document's node, so a finding's path can be turned into a line without a
 second parse, and a clean file costs what a plain parse costs.
+
+Between the two steps each node tree is measured (`Expansion`): PyYAML shares one
+object for every alias of an anchor, but whatever walks the data later (a check, a
+report, `str()`) walks every alias again, so a 700-byte "billion laughs" document is
+10^9 nodes to its readers. Aliases may add at most ALIAS_BUDGET nodes and scalar
+characters to a stream, and no document may nest deeper than MAX_DEPTH (aliases
+counted): past either, a ManifestError with the line, before anything is built.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from webhook.core.paths import Path
 from webhook.errors import ManifestError
+from webhook.sources.bounds import MAX_DEPTH
 
 try:  # the libyaml C parser: several times faster, same results
-    _Loader: Any = yaml.CSafeLoader
+    _Base: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - wheels for CPython ship libyaml
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
 
-from webhook.core.paths import Path
+ALIAS_BUDGET = 1_000_000  # nodes and scalar characters that aliases may add to a stream
+
+
+class BoundedConstructor:
+    """SafeConstructor's results, or a ConstructorError with the node's line.
+
+    Some scalars fail in Python, not in YAML: an integer past Python's 4300-digit limit,
+    a date like 2001-02-30. Those are input errors, and say where they are."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)  # type: ignore[misc]
+        except (ValueError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this {_kind_of(node)}: {exc}", node.start_mark
+            ) from None
+
+
+def _kind_of(node: yaml.Node) -> str:
+    return "value" if isinstance(node, yaml.ScalarNode) else "collection"
+
+
+class _Loader(BoundedConstructor, _Base):  # type: ignore[misc]
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +74,14 @@ class Document:
 def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
     """Every non-empty document; a syntax error raises ManifestError with its line."""
     loader = _Loader(text)
+    expansion = Expansion(source)
     index = 0
     try:
         with yaml_errors(source):
             while loader.check_node():
                 node = loader.get_node()
+                expansion.measure(node)
+                expansion.forget()  # an anchor names a node in its own document only
                 data = loader.construct_document(node)
                 index += 1
                 if data is not None:
@@ -66,6 +101,82 @@ def yaml_errors(source: str) -> Iterator[None]:
         raise ManifestError(f"{where}: invalid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}: invalid YAML: {exc}") from None
+    except RecursionError:  # pragma: no cover - Expansion refuses what nests this deep
+        raise ManifestError(f"{source}: nested too deeply to read") from None
+
+
+class Expansion:
+    """What aliases add to a stream, and how deep its documents nest, as measured on
+    the node trees: each node once, whatever the aliases, with no recursion."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.added = 0  # nodes and characters that aliases added so far
+        # Per node seen: (node, expanded size, expanded depth); the node is kept so that
+        # its id is not reused while the entry lives.
+        self._seen: dict[int, tuple[yaml.Node, int, int]] = {}
+
+    def forget(self, keep: Iterable[yaml.Node] = ()) -> None:
+        """Drop what was measured, but for the nodes `keep` (anchors still in scope)."""
+        kept = [(id(n), self._seen.get(id(n))) for n in keep]
+        self._seen = {k: v for k, v in kept if v is not None}
+
+    def measure(self, root: yaml.Node) -> None:
+        if id(root) in self._seen:  # a whole item that is an alias
+            self._alias(root, root, 0)
+            return
+        # Frames: node, its depth, its children still to visit, size and depth so far.
+        stack: list[list[Any]] = [self._frame(root, 1)]
+        open_ids = {id(root)}
+        while stack:
+            frame = stack[-1]
+            child = next(frame[2], None)
+            if child is None:
+                stack.pop()
+                node, _, _, size, height = frame
+                open_ids.discard(id(node))
+                self._seen[id(node)] = (node, size, height)
+                if stack:
+                    stack[-1][3] += size
+                    stack[-1][4] = max(stack[-1][4], height + 1)
+                continue
+            if id(child) in open_ids:
+                self._fail(frame[0], "a YAML alias refers to a node that contains it")
+            if id(child) in self._seen:
+                self._alias(frame[0], child, frame[1])
+                _, size, height = self._seen[id(child)]
+                frame[3] += size
+                frame[4] = max(frame[4], height + 1)
+                continue
+            if frame[1] >= MAX_DEPTH and not isinstance(child, yaml.ScalarNode):
+                self._fail(child, f"nested deeper than {MAX_DEPTH} levels")
+            stack.append(self._frame(child, frame[1] + 1))
+            open_ids.add(id(child))
+
+    @staticmethod
+    def _frame(node: yaml.Node, depth: int) -> list[Any]:
+        if isinstance(node, yaml.ScalarNode):
+            return [node, depth, iter(()), 1 + len(node.value), 0]
+        if isinstance(node, yaml.MappingNode):
+            children: Iterator[yaml.Node] = (n for pair in node.value for n in pair)
+        else:
+            children = iter(node.value)
+        return [node, depth, children, 1, 1]
+
+    def _alias(self, holder: yaml.Node, target: yaml.Node, depth: int) -> None:
+        _, size, height = self._seen[id(target)]
+        self.added += size
+        if self.added > ALIAS_BUDGET:
+            self._fail(
+                holder,
+                f"YAML aliases expand this stream past {ALIAS_BUDGET:,} nodes and characters "
+                f'(a "billion laughs" document?): write the values out, or alias less',
+            )
+        if depth + height > MAX_DEPTH:
+            self._fail(holder, f"nested deeper than {MAX_DEPTH} levels (aliases expanded)")
+
+    def _fail(self, node: yaml.Node, problem: str) -> None:
+        raise ManifestError(f"{self.source}:{node.start_mark.line + 1}: {problem}")
 
 
 def line_of(node: yaml.Node | None, path: Path) -> int:
