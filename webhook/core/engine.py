@@ -14,6 +14,7 @@ from typing import Any, Literal, NamedTuple
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import Action, PolicySet
+from webhook.core.text import clip
 from webhook.core.workloads import api_group, pod_views
 
 StaleAction = Literal["deny", "warn", "allow"]
@@ -99,6 +100,7 @@ def evaluate(
                 continue
             for v in policy.check.run(pod, inventory, policy.params):
                 message = policy.message_prefix + v.message if policy.message_prefix else v.message
+                message = clip(message)  # bounded whatever a check embedded
                 action = "warn" if v.advisory and policy.action == "deny" else policy.action
                 finding = Finding(policy.name, v.rule, action, message, v.path)
                 if stale is not None and v.rule in INVENTORY_RULES:

@@ -12,6 +12,16 @@ _BRIEF_DEPTH = 2  # levels of nesting shown before "{...}" / "[...]"
 _BIG_INT_BITS = 128  # past this, an integer is described, not written out
 
 
+# The longest finding message. Checks keep theirs far shorter by cutting what users
+# wrote (shown); this is the backstop, applied by the engine to every message.
+MESSAGE_LIMIT = 2000
+
+
+def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` cut to `limit` characters, the last one an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def shown(value: object, limit: int = 40) -> str:
     """A user-supplied value fit for one line of a message: printable, bounded.
 

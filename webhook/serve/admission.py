@@ -4,10 +4,10 @@
 ReviewError (the server answers 400); a policy denial is an ordinary response with
 `allowed: false` (403 inside the body), so the two never mix.
 
-A response is bounded whatever the object: each finding's message is cut at
-MESSAGE_LIMIT characters, the deny message lists findings up to DENY_BUDGET characters
-and counts the rest, warnings stay within the apiserver's budget, and each audit
-annotation within ANNOTATION_BUDGET.
+A response is bounded whatever the object: each finding's message is (text.MESSAGE_LIMIT,
+cut by the engine), the deny message lists findings up to DENY_BUDGET characters and
+counts the rest, warnings stay within the apiserver's budget, and each audit annotation
+within ANNOTATION_BUDGET.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any, NamedTuple, Protocol
 from webhook.core.engine import Decision, Finding, Staleness, Subject, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
+from webhook.core.text import clip
 from webhook.errors import ReviewError
 
 API_VERSION = "admission.k8s.io/v1"
 WARNING_WIDTH = 120  # kubectl shows longer ones, but the apiserver may cut past 256
 WARNINGS_BUDGET = 4096  # the apiserver drops warnings past this many characters in all
-MESSAGE_LIMIT = 1024  # one finding; checks keep theirs far shorter, this is the backstop
 DENY_BUDGET = 8192  # the deny message: kubectl prints it whole, so it stays readable
 ANNOTATION_BUDGET = 2048  # one audit annotation value (findings of one rule, joined)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -173,10 +173,10 @@ def deny_message(findings: tuple[Finding, ...], *, subject: str) -> str:
     # The user sees one message whichever webhook denies: list every violation in it
     # that fits the budget, and count the rest.
     count = f"{len(findings)} GPU policy violation{'' if len(findings) == 1 else 's'}"
-    lines = [f"{_clip(subject, 300)} has {count}:"]
+    lines = [f"{clip(subject, 300)} has {count}:"]
     used = len(lines[0])
     for index, f in enumerate(findings):
-        line = f"[{f.policy}/{f.rule}] {_clip(f.message, MESSAGE_LIMIT)}"
+        line = f"[{f.policy}/{f.rule}] {f.message}"
         if used + len(line) > DENY_BUDGET:
             lines.append(f"... {len(findings) - index} more GPU policy violations not shown")
             break
@@ -190,7 +190,7 @@ def warning_lines(findings: tuple[Finding, ...]) -> list[str]:
     out: list[str] = []
     used = 0
     for index, f in enumerate(findings):
-        text = _CONTROL.sub(" ", f"[{f.policy}/{f.rule}] {_clip(f.message, MESSAGE_LIMIT)}")
+        text = _CONTROL.sub(" ", f"[{f.policy}/{f.rule}] {f.message}")
         lines = textwrap.wrap(text, WARNING_WIDTH, subsequent_indent="  ") or [text]
         size = sum(len(line) for line in lines)
         if used + size > WARNINGS_BUDGET - 100:
@@ -206,10 +206,5 @@ def audit_annotations(findings: tuple[Finding, ...]) -> dict[str, str]:
     for f in findings:
         key = _ANNOTATION_KEY.sub("-", f"{f.policy}.{f.rule}")[:63]
         value = f"{out[key]}; {f.message}" if key in out else f.message
-        out[key] = _clip(value, ANNOTATION_BUDGET)
+        out[key] = clip(value, ANNOTATION_BUDGET)
     return out
-
-
-def _clip(text: str, limit: int) -> str:
-    # Messages are printable already (checks pass user text through text.shown): only cut.
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -85,7 +85,9 @@ class EvaluationCache:
         ):
             oldest = next(iter(self._entries))
             self.bytes -= self._entries.pop(oldest)[1]
-        self._entries[key] = (decision, size)
+        # A copy of exactly its length: orjson's output can keep the capacity of an
+        # earlier, larger one (a 30 KB key held 250 KB after a 250 KB object).
+        self._entries[bytes(memoryview(key))] = (decision, size)
         self.bytes += size
 
 
