@@ -7,6 +7,7 @@ readers and through the real CLI (exit 2, the file:line on stderr, in millisecon
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -188,3 +189,26 @@ def test_policies_and_inventories_are_bounded_too(tmp_path: Path) -> None:
     assert f"{policies}/bomb.yaml:6: {TOO_MANY_ALIASES}" in bad_policies.stderr
     assert f"{inventory}:2: nested deeper than 200 levels" in bad_inventory.stderr
     assert "Traceback" not in bad_policies.stderr + bad_inventory.stderr
+
+
+def test_too_many_pod_templates_is_an_input_error_in_check_and_audit(tmp_path: Path) -> None:
+    specs = {f"r{i}": {"template": {"spec": {"containers": [{"name": "c"}]}}} for i in range(1001)}
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "big", "namespace": "ml"},
+        "spec": {"pytorchReplicaSpecs": specs},
+    }
+    path = tmp_path / "job.yaml"
+    path.write_text("# a comment\n" + json.dumps({"kind": "List", "items": [job]}, indent=1))
+    why = (
+        "not judged: spec.pytorchReplicaSpecs: more than 1000 entries match the pod template "
+        "path spec.pytorchReplicaSpecs.*.template: too many pod templates to judge"
+    )
+
+    check = gpu_admission("check", str(path))
+    audit = gpu_admission("audit", "--from", str(path))
+
+    assert (check.returncode, audit.returncode) == (2, 2)
+    assert f"error: {path}:5: PyTorchJob big {why}\n" in check.stdout
+    assert f"error: {path}:5: PyTorchJob ml/big {why}\n" in audit.stdout + audit.stderr

@@ -23,6 +23,7 @@ from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
 from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
+from webhook.errors import GpuAdmissionError
 
 FailOn = Literal["deny", "warn", "never"]
 _MAX_OWNER_DEPTH = 8  # Pod -> ReplicaSet -> Deployment is 2; a cycle must not hang us
@@ -147,9 +148,12 @@ class Auditor:
             where = f"{location}: " if location else ""
             meta = as_dict(obj.get("metadata"))
             ref = _ref(meta, str(obj["apiVersion"]), str(obj["kind"]), namespace)
-            self.errors.append(
-                f"{where}internal error while evaluating {ref}: {type(exc).__name__}: {exc}"
-            )
+            if isinstance(exc, GpuAdmissionError):  # too large to judge: an input error
+                self.errors.append(f"{where}{ref} not judged: {exc}")
+            else:
+                self.errors.append(
+                    f"{where}internal error while evaluating {ref}: {type(exc).__name__}: {exc}"
+                )
             return None
         if decision.skipped is not None:
             self._skipped[decision.skipped] += 1

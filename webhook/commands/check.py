@@ -45,7 +45,9 @@ def _check_object(
     try:
         decision = evaluate(policy_set, Subject(obj, namespace), inventory)
     except GpuAdmissionError as exc:  # an object too large to judge: an input error
-        run.errors.append(f"{item.source}:{item.document.line}: {exc}")
+        run.errors.append(
+            f"{item.source}:{item.line_of(())}: {obj['kind']} {name} not judged: {exc}"
+        )
         return
     except Exception as exc:  # a bug must not hide the other files' findings
         run.errors.append(
