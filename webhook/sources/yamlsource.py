@@ -16,7 +16,7 @@ counted): past either, a ManifestError with the line, before anything is built.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,26 +34,34 @@ except AttributeError:  # pragma: no cover - wheels for CPython ship libyaml
 ALIAS_BUDGET = 1_000_000  # nodes and scalar characters that aliases may add to a stream
 
 
-class BoundedConstructor:
-    """SafeConstructor's results, or a ConstructorError with the node's line.
+def bound_constructors(loader: type[Any]) -> type[Any]:
+    """`loader` whose scalars fail as YAML errors with their line.
 
     Some scalars fail in Python, not in YAML: an integer past Python's 4300-digit limit,
-    a date like 2001-02-30. Those are input errors, and say where they are."""
+    a date like 2001-02-30. Those are input errors, and say where they are. Only these
+    constructors are wrapped; every other node costs what it did."""
+    for tag, method in (
+        ("tag:yaml.org,2002:int", yaml.constructor.SafeConstructor.construct_yaml_int),
+        ("tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_timestamp),
+    ):
+        loader.add_constructor(tag, _marked(method))
+    return loader
 
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+
+def _marked(method: Callable[..., Any]) -> Callable[[Any, yaml.Node], Any]:
+    def construct(loader: Any, node: yaml.Node) -> Any:
         try:
-            return super().construct_object(node, deep)  # type: ignore[misc]
+            return method(loader, node)
         except (ValueError, OverflowError) as exc:
             raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read this {_kind_of(node)}: {exc}", node.start_mark
+                None, None, f"cannot read this value: {exc}", node.start_mark
             ) from None
 
-
-def _kind_of(node: yaml.Node) -> str:
-    return "value" if isinstance(node, yaml.ScalarNode) else "collection"
+    return construct
 
 
-class _Loader(BoundedConstructor, _Base):  # type: ignore[misc]
+@bound_constructors
+class _Loader(_Base):  # type: ignore[misc]
     pass
 
 
@@ -75,13 +83,15 @@ def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
     """Every non-empty document; a syntax error raises ManifestError with its line."""
     loader = _Loader(text)
     expansion = Expansion(source)
+    shallow = _ShallowTest(text)
     index = 0
     try:
         with yaml_errors(source):
             while loader.check_node():
                 node = loader.get_node()
-                expansion.measure(node)
-                expansion.forget()  # an anchor names a node in its own document only
+                if not shallow(node):
+                    expansion.measure(node)
+                    expansion.forget()  # an anchor names a node in its own document only
                 data = loader.construct_document(node)
                 index += 1
                 if data is not None:
@@ -103,6 +113,35 @@ def yaml_errors(source: str) -> Iterator[None]:
         raise ManifestError(f"{source}: invalid YAML: {exc}") from None
     except RecursionError:  # pragma: no cover - Expansion refuses what nests this deep
         raise ManifestError(f"{source}: nested too deeply to read") from None
+
+
+class _ShallowTest:
+    """Whether a document surely has no alias and nests at most MAX_DEPTH levels, from its
+    text alone, so that most documents need no walk of their nodes.
+
+    Without an `&` in the stream there is no anchor, so no alias. And every list or
+    mapping takes at least one character of its own among `- : ? [ {` (a block sequence
+    its dashes, a block mapping its colons or question marks, a flow one its bracket), so
+    a document with at most MAX_DEPTH of them nests no deeper. Marks count characters:
+    bytes are used as they are only when they are ASCII."""
+
+    _OPENERS = ("-", ":", "?", "[", "{")
+
+    def __init__(self, text: str | bytes) -> None:
+        if isinstance(text, bytes):
+            ascii_text = text.isascii()
+            self._text: str | bytes | None = text if ascii_text else None
+            self._openers: tuple[Any, ...] = tuple(c.encode() for c in self._OPENERS)
+            self._anchors = ascii_text and b"&" in text
+        else:
+            self._text, self._openers, self._anchors = text, self._OPENERS, "&" in text
+
+    def __call__(self, node: yaml.Node) -> bool:
+        if self._anchors or self._text is None:
+            return False
+        start, end = node.start_mark.index, node.end_mark.index
+        text: Any = self._text
+        return bool(sum(text.count(c, start, end) for c in self._openers) <= MAX_DEPTH)
 
 
 class Expansion:

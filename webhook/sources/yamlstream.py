@@ -27,7 +27,7 @@ from yaml.resolver import Resolver
 
 from webhook.sources.bounds import MAX_DEPTH
 from webhook.sources.jsonstream import JsonItem
-from webhook.sources.yamlsource import BoundedConstructor, Expansion, yaml_errors
+from webhook.sources.yamlsource import Expansion, bound_constructors, yaml_errors
 
 try:  # libyaml's event parser (yaml.cyaml uses it but does not export it)
     from yaml._yaml import CParser as _CParser
@@ -45,7 +45,8 @@ except ImportError:  # pragma: no cover - wheels for CPython ship libyaml
             _PyParser.__init__(self)
 
 
-class _ItemLoader(BoundedConstructor, _Parser, Composer, SafeConstructor, Resolver):  # type: ignore[misc]
+@bound_constructors
+class _ItemLoader(_Parser, Composer, SafeConstructor, Resolver):  # type: ignore[misc]
     """C events, Python composition: lets us compose one subtree at a time."""
 
     def __init__(self, stream: IO[bytes], *, source: str) -> None:
