@@ -211,4 +211,12 @@ def hostile_objects(draw: st.DrawFn) -> dict[str, Any]:
         # An earlier replacement may have taken the field's parent away.
         with contextlib.suppress(KeyError, IndexError, TypeError):
             put(pod, slot, draw(HOSTILE))
-    return as_kind(pod, draw(KINDS))
+    obj = as_kind(pod, draw(KINDS))
+    if obj["kind"] == "PyTorchJob" and draw(st.booleans()):
+        # The wildcard of its template path (spec.pytorchReplicaSpecs.*.template) meets
+        # hostile entries too, or a hostile value instead of the map.
+        specs = obj["spec"]["pytorchReplicaSpecs"]
+        specs[draw(st.text(max_size=4))] = draw(HOSTILE)
+        if draw(st.booleans()):
+            obj["spec"]["pytorchReplicaSpecs"] = draw(HOSTILE)
+    return obj
