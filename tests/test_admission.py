@@ -303,3 +303,27 @@ def test_a_broken_decision_log_does_not_fail_admission() -> None:
         out = post(client, review(pod(container={"securityContext": {"privileged": True}})))
         assert out.status_code == 200 and out.json()["response"]["allowed"] is False
     assert log.lost == 2
+
+
+def test_a_response_stays_bounded_however_many_findings() -> None:
+    from webhook.core.engine import Decision, Finding
+    from webhook.serve.admission import ANNOTATION_BUDGET, DENY_BUDGET, response
+
+    def findings(action: str) -> tuple[Finding, ...]:
+        message = "volume hostPath /dev/nvidia0 exposes a GPU device node " * 4
+        return tuple(
+            Finding("gpu-device-injection", "hostpath-device", action, f"{n}: {message}", ())  # type: ignore[arg-type]
+            for n in range(5000)
+        )
+
+    denied = response("u", Decision(findings("deny")), subject="Pod ml/p")["response"]
+    message = denied["status"]["message"]
+    assert len(message) <= DENY_BUDGET
+    assert message.startswith("Pod ml/p has 5000 GPU policy violations:\n")
+    shown = message.count("[gpu-device-injection/hostpath-device] ")
+    assert message.endswith(f"\n... {5000 - shown} more GPU policy violations not shown")
+    warned = response("u", Decision(findings("warn")), subject="Pod ml/p")["response"]
+    assert sum(len(w) for w in warned["warnings"]) <= 4096
+    audited = response("u", Decision(findings("dryrun")), subject="Pod ml/p")["response"]
+    (value,) = audited["auditAnnotations"].values()
+    assert len(value) == ANNOTATION_BUDGET and value.endswith("…")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 from reviews import pod
 
 from webhook.core.engine import Staleness, Subject, evaluate
-from webhook.serve.evalcache import EvaluationCache
+from webhook.serve.evalcache import MAX_BYTES, MAX_ENTRY_BYTES, EvaluationCache
 from webhook.sources.files import read_inventory
 from webhook.sources.policy_files import load_policy_dir
 
@@ -122,3 +123,48 @@ def test_a_decision_that_names_a_token_volume_is_never_reused() -> None:
         decision = cache.evaluate(POLICIES, Subject(obj, "ml"), INVENTORY)
         assert f'"kube-api-access-{suffix}"' in decision.findings[0].message
     assert cache.hits == 0
+
+
+def gpu_pod_with_env(n: int, size: int) -> dict[str, Any]:
+    """A distinct GPU Pod carrying `size` bytes in one env value."""
+    env = [{"name": "BLOB", "value": f"{n}-" + "x" * size}]
+    return pod(limits={"nvidia.com/mig-3g.40gb": 1}, container={"env": env})
+
+
+def test_an_entry_over_its_byte_limit_is_never_kept() -> None:
+    cache = EvaluationCache()
+    big = Subject(gpu_pod_with_env(0, MAX_ENTRY_BYTES), "ml")
+    for _ in range(3):
+        assert cache.evaluate(POLICIES, big, INVENTORY) == evaluate(POLICIES, big, INVENTORY)
+    assert (cache.misses, cache.hits, len(cache._entries), cache.bytes) == (0, 0, 0, 0)
+
+
+def test_it_stays_within_its_bytes_dropping_the_oldest() -> None:
+    cache = EvaluationCache(max_entries=10_000, max_bytes=200_000)
+    for n in range(60):
+        cache.evaluate(POLICIES, Subject(gpu_pod_with_env(n, 20_000), "ml"), INVENTORY)
+    kept = list(cache._entries.items())
+    assert cache.bytes == sum(size for _, (_, size) in kept) <= 200_000
+    assert 7 <= len(kept) <= 9  # about 21 KB each
+    newest = Subject(gpu_pod_with_env(59, 20_000), "ml")
+    oldest = Subject(gpu_pod_with_env(0, 20_000), "ml")
+    cache.evaluate(POLICIES, newest, INVENTORY)
+    cache.evaluate(POLICIES, oldest, INVENTORY)
+    assert (cache.hits, cache.misses) == (1, 61)
+
+
+def test_thousands_of_distinct_heavy_pods_hold_a_few_megabytes() -> None:
+    # The probe that found it: 2,100 GPU Pods with a 250 KB env value took the server
+    # from 70 to 613 MB. Kept entries are bounded by bytes now, whatever the objects.
+    cache = EvaluationCache()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(300):
+            cache.evaluate(POLICIES, Subject(gpu_pod_with_env(n, 250_000), "ml"), INVENTORY)
+            cache.evaluate(POLICIES, Subject(gpu_pod_with_env(n, 30_000), "ml"), INVENTORY)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert cache.bytes <= MAX_BYTES
+    assert held < MAX_BYTES + 4_000_000  # 300 x 250 KB would be 75 MB

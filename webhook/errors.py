@@ -27,3 +27,7 @@ class EvaluationError(GpuAdmissionError):
 
 class QuantityError(ValueError):
     """A string is not a Kubernetes resource quantity."""
+
+
+class WorkloadError(GpuAdmissionError):
+    """An object holds more than is judged (too many pod templates): an input error."""

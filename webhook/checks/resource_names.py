@@ -89,6 +89,9 @@ def _quantity_differs(a: object, b: object) -> bool:
     return quantity_or_none(a) != quantity_or_none(b)
 
 
+_SUGGESTIONS = 8  # unknown names per pod that get a "did you mean"
+
+
 @lru_cache(maxsize=16)
 def _names_without_inventory(extra: tuple[str, ...]) -> frozenset[str]:
     return frozenset(mig_catalog.catalog_resource_names() | set(extra))
@@ -115,7 +118,9 @@ def _unknown_names(
         reported.add(a.resource)
         vendor = next(p for p in params.vendor_prefixes if a.resource.startswith(p))
         names = sorted(n for n in known if n.startswith(vendor))
-        close = closest(a.resource, names)
+        # A suggestion costs a fuzzy match per advertised name: a few typos get one, a
+        # pod with thousands of made-up names does not make the request that slow.
+        close = closest(a.resource, names) if len(reported) <= _SUGGESTIONS else []
         hint = (
             f"did you mean {' or '.join(close)}?"
             if close

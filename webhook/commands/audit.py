@@ -24,6 +24,7 @@ from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
 from webhook.core.subject import Subject, namespace_of, subject_of
 from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
+from webhook.errors import GpuAdmissionError
 
 FailOn = Literal["deny", "warn", "never"]
 _MAX_OWNER_DEPTH = 8  # Pod -> ReplicaSet -> Deployment is 2; a cycle must not hang us
@@ -144,7 +145,14 @@ class Auditor:
             self._records.append(_Record(ref, owner, findings, location))
 
     def _evaluate(self, subject: Subject, location: str) -> tuple[Finding, ...] | None:
-        decision = evaluate(self.policy_set, subject, self.inventory)
+        try:
+            decision = evaluate(self.policy_set, subject, self.inventory)
+        except GpuAdmissionError as exc:  # too large to judge: an input error, exit 2
+            where = f"{location}: " if location else ""
+            meta = as_dict(subject.obj.get("metadata"))
+            ref = _ref(meta, str(subject.obj["apiVersion"]), subject.kind, subject.namespace)
+            self.errors.append(f"{where}{ref} not judged: {exc}")
+            return None
         if decision.error is not None:  # a bug on one object: exit 2, the audit goes on
             where = f"{location}: " if location else ""
             obj = subject.obj

@@ -11,7 +11,7 @@ from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 from webhook.core.subject import subject_of
-from webhook.errors import ManifestError
+from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 
 
@@ -44,7 +44,13 @@ def _check_object(
     subject = subject_of(obj)
     namespace = subject.namespace
     name = str(meta.get("name") or meta.get("generateName") or "")
-    decision = evaluate(policy_set, subject, inventory)
+    try:
+        decision = evaluate(policy_set, subject, inventory)
+    except GpuAdmissionError as exc:  # an object too large to judge: an input error
+        run.errors.append(
+            f"{item.source}:{item.line_of(())}: {obj['kind']} {name} not judged: {exc}"
+        )
+        return
     if decision.error is not None:  # a bug in a check: exit 2, the other files go on
         run.errors.append(
             f"{item.source}:{item.document.line}: internal error while "

@@ -16,7 +16,9 @@ from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import Action, Policy, PolicySet
 from webhook.core.subject import Subject as Subject  # re-exported: the engine's input
+from webhook.core.text import clip
 from webhook.core.workloads import PodView, api_group, pod_views
+from webhook.errors import GpuAdmissionError
 
 StaleAction = Literal["deny", "warn", "allow"]
 # The closed set every shell renders: what admission does (allow, warn, deny), that no
@@ -82,11 +84,14 @@ def evaluate(
 ) -> Decision:
     """Every matching policy's findings on every pod spec of the subject.
 
-    Total: a check that raises makes the Decision's outcome "error" (the other policies
-    still report), never an exception and never an allow."""
+    A check that raises makes the Decision's outcome "error" (the other policies still
+    report), never an allow. The one exception that leaves: a GpuAdmissionError for an
+    object too large to judge (WorkloadError), which every shell reports as bad input."""
     kind, namespace = subject.kind, subject.namespace
     try:
         pods = pod_views(subject.obj, custom=policy_set.custom_kinds)
+    except GpuAdmissionError:  # the object is the problem (too large to judge): input error
+        raise
     except Exception as exc:  # a bug in reading pod specs: could not evaluate
         return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
     if pods is None:
@@ -125,9 +130,8 @@ def _run_policy(
             continue
         for v in policy.check.run(pod, inventory, policy.params):
             action = "warn" if v.advisory and policy.action == "deny" else policy.action
-            finding = Finding(
-                policy.name, v.rule, action, prefix + v.message if prefix else v.message, v.path
-            )
+            message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
+            finding = Finding(policy.name, v.rule, action, message, v.path)
             if v.rule in stale_rules:
                 assert stale is not None
                 downgraded = _as_stale(finding, stale)

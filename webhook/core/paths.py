@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 Path = tuple[str | int, ...]
+_LONGEST_STEP = 317  # a qualified name (prefix/name), the longest key Kubernetes takes
 
 
 def format_path(path: Path) -> str:
     """`spec.containers[0].resources.limits` from ("spec", "containers", 0, ...)."""
     out: list[str] = []
     for step in path:
+        if isinstance(step, str) and len(step) > _LONGEST_STEP:
+            step = step[: _LONGEST_STEP - 1] + "…"  # a key no object has: cut for readers
         if isinstance(step, int):
             out.append(f"[{step}]")
         elif out and _plain(step):

@@ -4,14 +4,68 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable
-from functools import lru_cache
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+_BRIEF_ITEMS = 3  # items of a list or mapping shown before "..."
+_BRIEF_DEPTH = 2  # levels of nesting shown before "{...}" / "[...]"
+_BIG_INT_BITS = 128  # past this, an integer is described, not written out
+
+
+# The longest finding message. Checks keep theirs far shorter by cutting what users
+# wrote (shown); this is the backstop, applied by the engine to every message.
+MESSAGE_LIMIT = 2000
+
+
+def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """`text` cut to `limit` characters, the last one an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def shown(value: object, limit: int = 40) -> str:
-    """A user-supplied value fit for one line of a message: printable, bounded."""
-    text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    """A user-supplied value fit for one line of a message: printable, bounded.
+
+    Costs O(limit) whatever the value: a string is cut before it is filtered, and any
+    other value is written by `brief`, which never walks deeper or wider than it shows."""
+    text = value if type(value) is str else brief(value)
+    text = text[: limit + 1]
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def brief(value: object, depth: int = 0) -> str:
+    """A short repr of any JSON/YAML value: a few items of a few levels, no recursion
+    into the rest (a 10,000-level list costs what a 3-level one does)."""
+    if isinstance(value, str):
+        return repr(value[:60])
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() > _BIG_INT_BITS:  # str() of a big int is quadratic, and limited
+            return f"<an integer of {value.bit_length()} bits>"
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        if depth >= _BRIEF_DEPTH:
+            return "{...}" if value else "{}"
+        items = [f"{brief(k, depth + 1)}: {brief(v, depth + 1)}" for k, v in _first(value.items())]
+        return "{" + ", ".join(items) + (", ..." if len(value) > _BRIEF_ITEMS else "") + "}"
+    if isinstance(value, list | tuple):
+        if depth >= _BRIEF_DEPTH:
+            return "[...]" if value else "[]"
+        items = [brief(v, depth + 1) for v in _first(value)]
+        return "[" + ", ".join(items) + (", ..." if len(value) > _BRIEF_ITEMS else "") + "]"
+    return f"<{type(value).__name__}>"  # dates, sets and the like from YAML
+
+
+def _first(items: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    for item in items:
+        if len(out) == _BRIEF_ITEMS:
+            break
+        out.append(item)
+    return out
 
 
 def listing(items: Iterable[str], limit: int = 3) -> str:
@@ -26,9 +80,30 @@ def matches_any(name: str, patterns: tuple[str, ...]) -> bool:
     return glob_matcher(patterns)(name)
 
 
-@lru_cache(maxsize=256)
+# Compiled globs by pattern tuple, bounded by the characters they hold, not by count:
+# policies use a few short tuples, and nothing a request carries becomes a key.
+_MATCHER_CHARS = 64 * 1024
+_matchers: dict[tuple[str, ...], Callable[[str], bool]] = {}
+_matcher_chars = [0]
+
+
 def glob_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     """One compiled regex for a tuple of globs: the admission path calls this per request."""
+    found = _matchers.get(patterns)
+    if found is not None:
+        return found
+    matcher = _compile(patterns)
+    size = sum(len(p) for p in patterns) + len(patterns)
+    if size <= _MATCHER_CHARS:
+        if _matcher_chars[0] + size > _MATCHER_CHARS:
+            _matchers.clear()  # a reload brought new globs: start again
+            _matcher_chars[0] = 0
+        _matchers[patterns] = matcher
+        _matcher_chars[0] += size
+    return matcher
+
+
+def _compile(patterns: tuple[str, ...]) -> Callable[[str], bool]:
     if not patterns:
         return lambda name: False
     regex = re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))

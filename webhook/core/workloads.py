@@ -13,11 +13,20 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from webhook.core.paths import Path, format_path
-from webhook.core.quantity import quantity_or_none
+from webhook.core.quantity import MAX_VALUE, quantity_or_none
+from webhook.core.text import brief, shown
+from webhook.errors import WorkloadError
 
 Count = int | Fraction  # resource counts: whole in practice, exact when not
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
+# What one "*" of a template path may match in one object. No workload kind has more
+# than a few dozen replica groups; an object with more is refused, not judged in part.
+MAX_FAN_OUT = 1000
+# The longest resource name the apiserver takes: a qualified name, a DNS subdomain of
+# 253 characters, "/", and 63 more. A longer one is cut for messages and comparisons
+# (it is advertised by no node, and the apiserver rejects it anyway).
+MAX_RESOURCE_NAME = 317
 
 # Where core kinds keep their pod template (a PodTemplateSpec: metadata + spec).
 # Keyed by (API group, kind); custom resources come from the WorkloadKinds config.
@@ -52,7 +61,7 @@ class ContainerRef(NamedTuple):
     @property
     def label(self) -> str:
         kind = {"initContainers": "init container", "ephemeralContainers": "ephemeral container"}
-        return f'{kind.get(self.field, "container")} "{self.name}"'
+        return f'{kind.get(self.field, "container")} "{shown(self.name, 63)}"'
 
     @property
     def is_sidecar(self) -> bool:
@@ -146,7 +155,8 @@ def _amounts(containers: tuple[ContainerRef, ...]) -> tuple[ResourceAmount, ...]
             source = "limits" if name in limits else "requests"
             raw = limits.get(name, requests.get(name))
             path = (*ref.path, "resources", source, name)
-            out.append(ResourceAmount(ref, name, count_of(raw), raw, path))
+            resource = name if len(name) <= MAX_RESOURCE_NAME else shown(name, MAX_RESOURCE_NAME)
+            out.append(ResourceAmount(ref, resource, count_of(raw), raw, path))
     return tuple(out)
 
 
@@ -179,9 +189,9 @@ def effective_requests(amounts: Sequence[ResourceAmount]) -> dict[str, Count]:
 def count_of(raw: object) -> Count | None:
     """A resource count: an int when whole (nearly always), else the exact Fraction."""
     if type(raw) is int:
-        return raw
-    if type(raw) is str and raw.isdigit():
-        return int(raw)
+        return raw if -MAX_VALUE <= raw <= MAX_VALUE else None
+    if type(raw) is str and len(raw) <= 18 and raw.isdigit() and raw.isascii():
+        return int(raw)  # at most 18 ASCII digits: within range, and int() cannot fail
     value = quantity_or_none(raw)
     if value is not None and value.denominator == 1:
         return value.numerator
@@ -214,7 +224,7 @@ def pod_views(
                 ("metadata",),
             )
         ]
-    builtin = BUILTIN_TEMPLATES.get((group, str(kind)))
+    builtin = BUILTIN_TEMPLATES.get((group, kind if type(kind) is str else ""))
     if builtin is not None:
         return [v for p in builtin for v in _templates_at(obj, p)]
     for rule in custom:
@@ -249,19 +259,33 @@ def _walk_fixed(node: Any, pattern: tuple[str | int, ...]) -> list[tuple[Path, A
 
 
 def _walk(node: Any, pattern: tuple[str | int, ...], at: Path) -> Iterator[tuple[Path, Any]]:
-    if not pattern:
-        yield at, node
-        return
-    head, rest = pattern[0], pattern[1:]
-    if head == "*":
-        if isinstance(node, Mapping):
-            for key in node:
-                yield from _walk(node[key], rest, (*at, key))
-        elif isinstance(node, list):
-            for index, item in enumerate(node):
-                yield from _walk(item, rest, (*at, index))
-    elif isinstance(node, Mapping) and head in node:
-        yield from _walk(node[head], rest, (*at, head))
+    """Every value at `pattern` ("*": any key or item) in document order, level by level:
+    no recursion, and a "*" that matches more than MAX_FAN_OUT entries is a WorkloadError."""
+    level: list[tuple[Path, Any]] = [(at, node)]
+    for step in pattern:
+        found: list[tuple[Path, Any]] = []
+        for path, value in level:
+            if step != "*":
+                if isinstance(value, Mapping) and step in value:
+                    found.append(((*path, step), value[step]))
+            elif isinstance(value, Mapping):
+                found.extend(((*path, _step(key)), item) for key, item in value.items())
+            elif isinstance(value, list):
+                found.extend(((*path, index), item) for index, item in enumerate(value))
+            if len(found) > MAX_FAN_OUT:
+                where = format_path(path) or "the object"
+                raise WorkloadError(
+                    f"{where}: more than {MAX_FAN_OUT} entries match the pod template path "
+                    f"{'.'.join(map(str, pattern))}: too many pod templates to judge"
+                )
+        level = found
+    yield from level
+
+
+def _step(key: object) -> str | int:
+    # JSON keys are strings; YAML's may be numbers, booleans or null, which
+    # kubectl writes as strings when it sends the object.
+    return key if type(key) is str else brief(key)
 
 
 def api_group(api_version: object) -> str:
@@ -281,10 +305,14 @@ def as_list(value: object) -> list[Any]:
 
 
 def str_map(value: object) -> Mapping[str, str]:
+    """Labels or annotations as strings. The apiserver takes only strings; a number or a
+    boolean (YAML's `version: 1`) reads as its text, and a list or a mapping as a short
+    `brief` of it, so a check reports it without ever walking or copying all of it."""
     if type(value) is dict and all(type(v) is str for v in value.values()):
         return value  # labels as the apiserver sends them: no copy needed
     if not isinstance(value, Mapping):
         return {}
     return {
-        str(k): "" if v is None else v if isinstance(v, str) else str(v) for k, v in value.items()
+        k if type(k) is str else brief(k): "" if v is None else v if type(v) is str else brief(v)
+        for k, v in value.items()
     }

@@ -3,6 +3,11 @@
 `judge` turns a parsed request into a response body. A malformed review raises
 ReviewError (the server answers 400); a policy denial is an ordinary response with
 `allowed: false` (403 inside the body), so the two never mix.
+
+A response is bounded whatever the object: each finding's message is (text.MESSAGE_LIMIT,
+cut by the engine), the deny message lists findings up to DENY_BUDGET characters and
+counts the rest, warnings stay within the apiserver's budget, and each audit annotation
+within ANNOTATION_BUDGET.
 """
 
 from __future__ import annotations
@@ -16,11 +21,14 @@ from webhook.core.engine import Decision, Finding, Staleness, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 from webhook.core.subject import Subject, subject_of
+from webhook.core.text import clip
 from webhook.errors import EvaluationError, ReviewError
 
 API_VERSION = "admission.k8s.io/v1"
 WARNING_WIDTH = 120  # kubectl shows longer ones, but the apiserver may cut past 256
 WARNINGS_BUDGET = 4096  # the apiserver drops warnings past this many characters in all
+DENY_BUDGET = 8192  # the deny message: kubectl prints it whole, so it stays readable
+ANNOTATION_BUDGET = 2048  # one audit annotation value (findings of one rule, joined)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ANNOTATION_KEY = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -167,11 +175,19 @@ def response(request_uid: str, decision: Decision, *, subject: str) -> dict[str,
 
 
 def deny_message(findings: tuple[Finding, ...], *, subject: str) -> str:
-    # The user sees one message whichever webhook denies: list every violation in it.
+    # The user sees one message whichever webhook denies: list every violation in it
+    # that fits the budget, and count the rest.
     count = f"{len(findings)} GPU policy violation{'' if len(findings) == 1 else 's'}"
-    head = f"{subject} has {count}"
-    lines = [f"[{f.policy}/{f.rule}] {f.message}" for f in findings]
-    return head + ":\n" + "\n".join(lines)
+    lines = [f"{clip(subject, 300)} has {count}:"]
+    used = len(lines[0])
+    for index, f in enumerate(findings):
+        line = f"[{f.policy}/{f.rule}] {f.message}"
+        if used + len(line) > DENY_BUDGET:
+            lines.append(f"... {len(findings) - index} more GPU policy violations not shown")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines)
 
 
 def warning_lines(findings: tuple[Finding, ...]) -> list[str]:
@@ -194,5 +210,6 @@ def audit_annotations(findings: tuple[Finding, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for f in findings:
         key = _ANNOTATION_KEY.sub("-", f"{f.policy}.{f.rule}")[:63]
-        out[key] = f"{out[key]}; {f.message}" if key in out else f.message
+        value = f"{out[key]}; {f.message}" if key in out else f.message
+        out[key] = clip(value, ANNOTATION_BUDGET)
     return out

@@ -16,6 +16,7 @@ from webhook.serve.admission import AdmissionRequest
 from webhook.serve.state import State
 
 log = logging.getLogger("gpu_admission.decisions")
+LOGGED_FINDINGS = 100  # per decision; a tenant's object can hold 100,000 (they are counted)
 
 
 class DecisionLog:
@@ -43,11 +44,13 @@ class DecisionLog:
             "decision": verdict,
             "findings": [
                 {"policy": f.policy, "rule": f.rule, "action": f.action, "path": list(f.path)}
-                for f in decision.findings
+                for f in decision.findings[:LOGGED_FINDINGS]
             ],
             "policySet": state.policy_set.digest,
             "inventoryAgeSeconds": None if age is None else round(age, 1),
         }
+        if len(decision.findings) > LOGGED_FINDINGS:
+            entry["findingsNotLogged"] = len(decision.findings) - LOGGED_FINDINGS
         try:
             self._stream.write(orjson.dumps(entry) + b"\n")
         except (OSError, ValueError) as exc:  # a closed or broken stdout

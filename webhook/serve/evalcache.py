@@ -4,7 +4,10 @@ The apiserver asks about many objects that differ only in their names: every Pod
 ReplicaSet or a Job, the same Deployment applied again. `evaluate` is pure, so an
 object that matches an earlier one in everything a check can read (kind, namespace,
 labels, annotations, spec) gets the earlier Decision. The cache empties itself when
-the policy set or the inventory snapshot is swapped, and is bounded.
+the policy set or the inventory snapshot is swapped, and is bounded twice: by entries
+(`--eval-cache-size`) and by bytes (MAX_BYTES of keys and findings, oldest dropped
+first). A key or a decision over MAX_ENTRY_BYTES is never kept: a tenant's 250 KB env
+value makes each of its Pods distinct, and would otherwise fill the cache with them.
 
 One mutation would defeat it: the ServiceAccount admission plugin, which runs before
 any validating webhook, gives every Pod a projected token volume with a random name
@@ -20,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from webhook.core.engine import Decision, Staleness, Subject, evaluate
+from webhook.core.engine import Decision, Finding, Staleness, Subject, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 
@@ -29,14 +32,20 @@ _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 # What of an object's metadata a check can see; names, uids, owners and times differ
 # between replicas and change nothing.
 _METADATA_READ = ("labels", "annotations")
+MAX_BYTES = 8 << 20  # keys and decisions held in all (about 4 KB an entry when full)
+MAX_ENTRY_BYTES = 64 << 10  # a larger key or decision is judged each time, never kept
+_ENTRY_OVERHEAD = 400  # dict slot, Decision and tuple headers, bytes object header
+_FINDING_OVERHEAD = 200  # a Finding tuple, its strings' headers and its path tuple
 
 
 class EvaluationCache:
-    def __init__(self, max_entries: int = 2048) -> None:
+    def __init__(self, max_entries: int = 2048, max_bytes: int = MAX_BYTES) -> None:
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
         self.hits = 0
         self.misses = 0
-        self._entries: dict[bytes, Decision] = {}
+        self.bytes = 0  # what the entries held now take, as entry_bytes counts it
+        self._entries: dict[bytes, tuple[Decision, int]] = {}
         self._for: tuple[PolicySet, Inventory] | None = None
 
     def evaluate(
@@ -51,22 +60,45 @@ class EvaluationCache:
             return evaluate(policy_set, subject, inventory, stale=stale)
         if self._for is None or self._for[0] is not policy_set or self._for[1] is not inventory:
             self._entries.clear()
+            self.bytes = 0
             self._for = (policy_set, inventory)
         key = fingerprint(subject)
-        if key is None:
+        if key is None or len(key) > MAX_ENTRY_BYTES:
             return evaluate(policy_set, subject, inventory)
-        decision = self._entries.get(key)
-        if decision is not None:
+        entry = self._entries.get(key)
+        if entry is not None:
             self.hits += 1
-            return decision
+            return entry[0]
         self.misses += 1
         decision = evaluate(policy_set, subject, inventory)
         if any(_TOKEN_VOLUME.search(f.message) for f in decision.findings):
             return decision
-        if len(self._entries) >= self.max_entries:
-            del self._entries[next(iter(self._entries))]  # the oldest entry
-        self._entries[key] = decision
+        self._keep(key, decision)
         return decision
+
+    def _keep(self, key: bytes, decision: Decision) -> None:
+        size = entry_bytes(key, decision.findings)
+        if size > MAX_ENTRY_BYTES or size > self.max_bytes:
+            return
+        while self._entries and (
+            len(self._entries) >= self.max_entries or self.bytes + size > self.max_bytes
+        ):
+            oldest = next(iter(self._entries))
+            self.bytes -= self._entries.pop(oldest)[1]
+        # A copy of exactly its length: orjson's output can keep the capacity of an
+        # earlier, larger one (a 30 KB key held 250 KB after a 250 KB object).
+        self._entries[bytes(memoryview(key))] = (decision, size)
+        self.bytes += size
+
+
+def entry_bytes(key: bytes, findings: tuple[Finding, ...]) -> int:
+    """What one entry holds: its key, and its findings' messages and paths (UTF-8 aside,
+    a character is counted as a byte), with fixed allowances for the objects around them."""
+    size = len(key) + _ENTRY_OVERHEAD
+    for f in findings:
+        size += _FINDING_OVERHEAD + len(f.message) + len(f.policy) + len(f.rule)
+        size += sum(len(step) if type(step) is str else 8 for step in f.path)
+    return size
 
 
 def fingerprint(subject: Subject) -> bytes | None:

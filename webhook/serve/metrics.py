@@ -1,4 +1,11 @@
-"""Prometheus metrics of the webhook, in one registry the server exposes on /metrics."""
+"""Prometheus metrics of the webhook, in one registry the server exposes on /metrics.
+
+Every label value comes from a closed set, so the series cannot grow with what
+callers send: decisions and operations are fixed words, policies and rules come from
+the policy set, and a kind is a core workload kind, a configured custom kind or
+"other" (the apiserver sends only the kinds the webhook configuration names, but any
+client that reaches the port can send any string).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from webhook.core.policy import PolicySet
+from webhook.core.workloads import BUILTIN_TEMPLATES
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 REQUESTS = Counter(
     "gpu_admission_requests_total",
-    "Admission requests by decision (allow, warn, deny, skip, error) and kind.",
+    "Admission requests by decision (allow, warn, deny, skip, invalid, error) and kind.",
     ["decision", "kind", "operation"],
     registry=REGISTRY,
 )
@@ -58,6 +68,19 @@ EVAL_CACHE = Gauge(
 # `.labels()` takes a lock and builds a key on every call; the label sets seen are few,
 # so the hot path keeps the children it has already asked for.
 _children: dict[tuple[Any, ...], Any] = {}
+
+
+_CORE_KINDS = frozenset({"Pod", *(kind for _, kind in BUILTIN_TEMPLATES)})
+_kinds_of: list[tuple[PolicySet, frozenset[str]]] = []  # the last policy set's kinds
+
+
+def kind_label(kind: str, policy_set: PolicySet) -> str:
+    """The kind as a label value: a known workload kind, else "other"."""
+    if kind in _CORE_KINDS:
+        return kind
+    if not _kinds_of or _kinds_of[0][0] is not policy_set:
+        _kinds_of[:] = [(policy_set, frozenset(rule.kind for rule in policy_set.custom_kinds))]
+    return kind if kind in _kinds_of[0][1] else "other"
 
 
 def request_counter(decision: str, kind: str, operation: str) -> Any:

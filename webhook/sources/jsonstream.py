@@ -13,7 +13,9 @@ Python, and it is cheap for the output every tool writes:
 - anything else: the standard library's C scanner (`raw_decode`) finds the end.
 
 Either way the element is parsed by a real JSON parser, so a wrong guess cannot
-produce a wrong object: it fails to parse and the exact scanner takes over.
+produce a wrong object: it fails to parse and the exact scanner takes over. An element
+nested deeper than bounds.MAX_DEPTH, or holding an integer past Python's 4300-digit
+limit, is a ManifestError with its line.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import IO, Any
 import orjson
 
 from webhook.errors import ManifestError
+from webhook.sources.bounds import MAX_DEPTH, TooDeep, loads_json, too_deep
 
 CHUNK = 1 << 20  # characters read at a time
 _LONGEST_INDENT = 256  # kept before a value when the buffer is cut, for the indent test
@@ -150,7 +153,9 @@ class JsonStream:
                 continue
             end = len(self._buf) if end == -1 else end
             try:
-                value = orjson.loads(self._buf[self._pos : end])
+                value = loads_json(self._buf[self._pos : end])
+            except TooDeep as exc:
+                self._fail(str(exc))
             except orjson.JSONDecodeError:
                 return None
             self._pos = end
@@ -226,7 +231,10 @@ class JsonStream:
             raise _Truncated
         stop = end + 1 + len(indent) + 1
         try:
-            return orjson.loads(buf[pos:stop]), stop
+            return loads_json(buf[pos:stop]), stop
+        except TooDeep as exc:
+            self._fail(str(exc))
+            raise  # pragma: no cover - _fail raises
         except orjson.JSONDecodeError:
             return None
 
@@ -239,8 +247,17 @@ class JsonStream:
             self._pos = exc.pos
             self._fail(exc.msg)
             raise  # pragma: no cover - _fail raises
+        except RecursionError:
+            self._fail(str(TooDeep()))
+            raise  # pragma: no cover - _fail raises
+        except ValueError as exc:  # an integer past Python's digit limit
+            self._fail(str(exc))
+            raise  # pragma: no cover - _fail raises
         if end >= len(self._buf) and not final and not self._eof:
             raise _Truncated  # a number may go on in the next chunk
+        brackets = self._buf.count("[", self._pos, end) + self._buf.count("{", self._pos, end)
+        if brackets > MAX_DEPTH and too_deep(value):
+            self._fail(str(TooDeep()))
         return value, end
 
 

@@ -18,11 +18,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import orjson
-import yaml
 
 from webhook.core.inventory import nodes_from_document
 from webhook.errors import InventoryError, ManifestError
-from webhook.sources.yamlsource import yaml_errors
+from webhook.sources.bounds import TooDeep, loads_json
+from webhook.sources.yamlsource import iter_documents
 
 _BOM = b"\xef\xbb\xbf"
 _TOP = re.compile(rb"\s*\{\n( +)\"")
@@ -45,7 +45,9 @@ def node_objects(data: bytes, *, source: str) -> Iterable[Mapping[str, Any]]:
             nodes_from_document(header, source=source)  # kind and shape, before any item
             return _items(data, spans)
         try:
-            whole = orjson.loads(data)
+            whole = loads_json(data)
+        except TooDeep as exc:
+            raise InventoryError(f"{source}: {exc}") from None
         except orjson.JSONDecodeError:
             pass  # YAML written with braces, or broken JSON: libyaml says which
         else:
@@ -54,10 +56,10 @@ def node_objects(data: bytes, *, source: str) -> Iterable[Mapping[str, Any]]:
 
 
 def exact_objects(data: bytes, *, source: str) -> list[Mapping[str, Any]]:
-    """The file parsed whole by libyaml (JSON is YAML), errors with their line."""
+    """The file parsed whole by libyaml (JSON is YAML), errors with their line; aliases
+    and depth within the bounds of every other input (yamlsource)."""
     try:
-        with yaml_errors(source):
-            docs = [d for d in yaml.load_all(data, Loader=yaml.CSafeLoader) if d is not None]
+        docs = [d.data for d in iter_documents(data, source=source)]
     except ManifestError as exc:
         raise InventoryError(str(exc)) from None
     if len(docs) != 1:

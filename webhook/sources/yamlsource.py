@@ -4,25 +4,65 @@ PyYAML's `load_all` drops the node tree that holds the line marks. We drive the 
 loader by hand (`get_node` then `construct_document`, which is what `load_all` does) and
 keep each document's node, so a finding's path can be turned into a line without a
 second parse, and a clean file costs what a plain parse costs.
+
+Between the two steps each node tree is measured (`Expansion`): PyYAML shares one
+object for every alias of an anchor, but whatever walks the data later (a check, a
+report, `str()`) walks every alias again, so a 700-byte "billion laughs" document is
+10^9 nodes to its readers. Aliases may add at most ALIAS_BUDGET nodes and scalar
+characters to a stream, and no document may nest deeper than MAX_DEPTH (aliases
+counted): past either, a ManifestError with the line, before anything is built.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
+from webhook.core.paths import Path
 from webhook.errors import ManifestError
+from webhook.sources.bounds import MAX_DEPTH
 
 try:  # the libyaml C parser: several times faster, same results
-    _Loader: Any = yaml.CSafeLoader
+    _Base: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - wheels for CPython ship libyaml
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
 
-from webhook.core.paths import Path
+ALIAS_BUDGET = 1_000_000  # nodes and scalar characters that aliases may add to a stream
+
+
+def bound_constructors(loader: type[Any]) -> type[Any]:
+    """`loader` whose scalars fail as YAML errors with their line.
+
+    Some scalars fail in Python, not in YAML: an integer past Python's 4300-digit limit,
+    a date like 2001-02-30. Those are input errors, and say where they are. Only these
+    constructors are wrapped; every other node costs what it did."""
+    for tag, method in (
+        ("tag:yaml.org,2002:int", yaml.constructor.SafeConstructor.construct_yaml_int),
+        ("tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_timestamp),
+    ):
+        loader.add_constructor(tag, _marked(method))
+    return loader
+
+
+def _marked(method: Callable[..., Any]) -> Callable[[Any, yaml.Node], Any]:
+    def construct(loader: Any, node: yaml.Node) -> Any:
+        try:
+            return method(loader, node)
+        except (ValueError, OverflowError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read this value: {exc}", node.start_mark
+            ) from None
+
+    return construct
+
+
+@bound_constructors
+class _Loader(_Base):  # type: ignore[misc]
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +82,16 @@ class Document:
 def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
     """Every non-empty document; a syntax error raises ManifestError with its line."""
     loader = _Loader(text)
+    expansion = Expansion(source)
+    shallow = _ShallowTest(text)
     index = 0
     try:
         with yaml_errors(source):
             while loader.check_node():
                 node = loader.get_node()
+                if not shallow(node):
+                    expansion.measure(node)
+                    expansion.forget()  # an anchor names a node in its own document only
                 data = loader.construct_document(node)
                 index += 1
                 if data is not None:
@@ -66,6 +111,111 @@ def yaml_errors(source: str) -> Iterator[None]:
         raise ManifestError(f"{where}: invalid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise ManifestError(f"{source}: invalid YAML: {exc}") from None
+    except RecursionError:  # pragma: no cover - Expansion refuses what nests this deep
+        raise ManifestError(f"{source}: nested too deeply to read") from None
+
+
+class _ShallowTest:
+    """Whether a document surely has no alias and nests at most MAX_DEPTH levels, from its
+    text alone, so that most documents need no walk of their nodes.
+
+    Without an `&` in the stream there is no anchor, so no alias. And every list or
+    mapping takes at least one character of its own among `- : ? [ {` (a block sequence
+    its dashes, a block mapping its colons or question marks, a flow one its bracket), so
+    a document with at most MAX_DEPTH of them nests no deeper. Marks count characters:
+    bytes are used as they are only when they are ASCII."""
+
+    _OPENERS = ("-", ":", "?", "[", "{")
+
+    def __init__(self, text: str | bytes) -> None:
+        if isinstance(text, bytes):
+            ascii_text = text.isascii()
+            self._text: str | bytes | None = text if ascii_text else None
+            self._openers: tuple[Any, ...] = tuple(c.encode() for c in self._OPENERS)
+            self._anchors = ascii_text and b"&" in text
+        else:
+            self._text, self._openers, self._anchors = text, self._OPENERS, "&" in text
+
+    def __call__(self, node: yaml.Node) -> bool:
+        if self._anchors or self._text is None:
+            return False
+        start, end = node.start_mark.index, node.end_mark.index
+        text: Any = self._text
+        return bool(sum(text.count(c, start, end) for c in self._openers) <= MAX_DEPTH)
+
+
+class Expansion:
+    """What aliases add to a stream, and how deep its documents nest, as measured on
+    the node trees: each node once, whatever the aliases, with no recursion."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.added = 0  # nodes and characters that aliases added so far
+        # Per node seen: (node, expanded size, expanded depth); the node is kept so that
+        # its id is not reused while the entry lives.
+        self._seen: dict[int, tuple[yaml.Node, int, int]] = {}
+
+    def forget(self, keep: Iterable[yaml.Node] = ()) -> None:
+        """Drop what was measured, but for the nodes `keep` (anchors still in scope)."""
+        kept = [(id(n), self._seen.get(id(n))) for n in keep]
+        self._seen = {k: v for k, v in kept if v is not None}
+
+    def measure(self, root: yaml.Node) -> None:
+        if id(root) in self._seen:  # a whole item that is an alias
+            self._alias(root, root, 0)
+            return
+        # Frames: node, its depth, its children still to visit, size and depth so far.
+        stack: list[list[Any]] = [self._frame(root, 1)]
+        open_ids = {id(root)}
+        while stack:
+            frame = stack[-1]
+            child = next(frame[2], None)
+            if child is None:
+                stack.pop()
+                node, _, _, size, height = frame
+                open_ids.discard(id(node))
+                self._seen[id(node)] = (node, size, height)
+                if stack:
+                    stack[-1][3] += size
+                    stack[-1][4] = max(stack[-1][4], height + 1)
+                continue
+            if id(child) in open_ids:
+                self._fail(frame[0], "a YAML alias refers to a node that contains it")
+            if id(child) in self._seen:
+                self._alias(frame[0], child, frame[1])
+                _, size, height = self._seen[id(child)]
+                frame[3] += size
+                frame[4] = max(frame[4], height + 1)
+                continue
+            if frame[1] >= MAX_DEPTH and not isinstance(child, yaml.ScalarNode):
+                self._fail(child, f"nested deeper than {MAX_DEPTH} levels")
+            stack.append(self._frame(child, frame[1] + 1))
+            open_ids.add(id(child))
+
+    @staticmethod
+    def _frame(node: yaml.Node, depth: int) -> list[Any]:
+        if isinstance(node, yaml.ScalarNode):
+            return [node, depth, iter(()), 1 + len(node.value), 0]
+        if isinstance(node, yaml.MappingNode):
+            children: Iterator[yaml.Node] = (n for pair in node.value for n in pair)
+        else:
+            children = iter(node.value)
+        return [node, depth, children, 1, 1]
+
+    def _alias(self, holder: yaml.Node, target: yaml.Node, depth: int) -> None:
+        _, size, height = self._seen[id(target)]
+        self.added += size
+        if self.added > ALIAS_BUDGET:
+            self._fail(
+                holder,
+                f"YAML aliases expand this stream past {ALIAS_BUDGET:,} nodes and characters "
+                f'(a "billion laughs" document?): write the values out, or alias less',
+            )
+        if depth + height > MAX_DEPTH:
+            self._fail(holder, f"nested deeper than {MAX_DEPTH} levels (aliases expanded)")
+
+    def _fail(self, node: yaml.Node, problem: str) -> None:
+        raise ManifestError(f"{self.source}:{node.start_mark.line + 1}: {problem}")
 
 
 def line_of(node: yaml.Node | None, path: Path) -> int:

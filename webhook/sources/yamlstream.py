@@ -4,6 +4,8 @@
 object twice (nodes and dicts). Here libyaml's C parser produces events and PyYAML's
 composer builds one node tree at a time: for a top-level mapping, the value of
 `items` is composed and constructed element by element, so memory holds one object.
+Each tree is measured before it is built (yamlsource.Expansion: alias budget, depth),
+and the composer itself stops at MAX_DEPTH: it recurses, three frames a level.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, Any
 
-from yaml.composer import Composer
+from yaml.composer import Composer, ComposerError
 from yaml.constructor import SafeConstructor
 from yaml.events import (
     MappingEndEvent,
@@ -23,8 +25,9 @@ from yaml.events import (
 from yaml.nodes import MappingNode, Node, ScalarNode
 from yaml.resolver import Resolver
 
+from webhook.sources.bounds import MAX_DEPTH
 from webhook.sources.jsonstream import JsonItem
-from webhook.sources.yamlsource import yaml_errors
+from webhook.sources.yamlsource import Expansion, bound_constructors, yaml_errors
 
 try:  # libyaml's event parser (yaml.cyaml uses it but does not export it)
     from yaml._yaml import CParser as _CParser
@@ -42,19 +45,32 @@ except ImportError:  # pragma: no cover - wheels for CPython ship libyaml
             _PyParser.__init__(self)
 
 
+@bound_constructors
 class _ItemLoader(_Parser, Composer, SafeConstructor, Resolver):  # type: ignore[misc]
     """C events, Python composition: lets us compose one subtree at a time."""
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    def __init__(self, stream: IO[bytes], *, source: str) -> None:
         _Parser.__init__(self, stream)
         Composer.__init__(self)
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
+        self.expansion = Expansion(source)
+        self.depth = 0
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH + 1:  # + 1: the scalars of the deepest collection
+                mark = self.peek_event().start_mark
+                raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
+            return Composer.compose_node(self, parent, index)
+        finally:
+            self.depth -= 1
 
 
 def yaml_items(stream: IO[bytes], *, source: str) -> Iterator[JsonItem]:
     """Every object of every document; the `items` of a top-level mapping one by one."""
-    loader = _ItemLoader(stream)
+    loader = _ItemLoader(stream, source=source)
     try:
         with yaml_errors(source):
             yield from _documents(loader)
@@ -67,6 +83,7 @@ def _documents(loader: _ItemLoader) -> Iterator[JsonItem]:
     while not loader.check_event(StreamEndEvent):
         loader.get_event()  # DocumentStartEvent
         loader.anchors = {}
+        loader.expansion.forget()
         if loader.check_event(MappingStartEvent):
             yield from _top_mapping(loader)
         else:
@@ -107,6 +124,8 @@ def _is_items(node: Node) -> bool:
 
 
 def _constructed(loader: _ItemLoader, node: Node) -> Iterator[JsonItem]:
+    loader.expansion.measure(node)
+    loader.expansion.forget(keep=loader.anchors.values())  # later items may alias these
     data = loader.construct_document(node)
     if data is not None:
         yield JsonItem(node.start_mark.line + 1, data)
