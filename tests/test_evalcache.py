@@ -7,6 +7,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from builders import RAISE_LABEL, with_broken_check
 from reviews import pod
 
 from webhook.core.engine import Staleness, Subject, evaluate
@@ -168,3 +169,12 @@ def test_thousands_of_distinct_heavy_pods_hold_a_few_megabytes() -> None:
         tracemalloc.stop()
     assert cache.bytes <= MAX_BYTES
     assert held < MAX_BYTES + 4_000_000  # 300 x 250 KB would be 75 MB
+
+
+def test_a_decision_that_could_not_be_evaluated_is_never_kept() -> None:
+    policies = with_broken_check(POLICIES)
+    broken = pod(limits={"nvidia.com/mig-3g.40gb": 1}, labels={RAISE_LABEL: "boom"})
+    cache = EvaluationCache()
+    decisions = [cache.evaluate(policies, Subject(broken, "ml"), INVENTORY) for _ in range(3)]
+    assert [d.outcome for d in decisions] == ["error"] * 3
+    assert (cache.hits, cache.misses, cache.bytes) == (0, 3, 0)

@@ -342,3 +342,17 @@ def test_missing_inventory_file(tmp_path: Path) -> None:
 def test_nodes_from_document_accepts_one_node() -> None:
     h100 = node("h", taints=[GPU_TAINT])
     assert nodes_from_document(h100, source="x") == [h100]
+
+
+def test_an_inventory_error_is_bounded_whatever_the_node_holds(tmp_path: Path) -> None:
+    huge = "9" * 100_000 + "x"
+    path = tmp_path / "nodes.json"
+    path.write_text(
+        '{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n1"}, '
+        f'"status": {{"allocatable": {{"nvidia.com/gpu": "{huge}"}}}}}}]}}'
+    )
+    with pytest.raises(InventoryError) as error:
+        read_inventory(str(path))
+    message = str(error.value)
+    assert message.startswith(f"{path}: node n1: status.allocatable['nvidia.com/gpu'] = '999")
+    assert message.endswith("is not a quantity") and len(message) < 300

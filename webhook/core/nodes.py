@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from webhook.core import mig_catalog
 from webhook.core.quantity import parse_quantity
+from webhook.core.text import shown
 from webhook.core.workloads import as_dict, as_list, str_map
 from webhook.errors import InventoryError, QuantityError
 
@@ -79,7 +80,9 @@ class Offer:
 
 def parse_node(obj: Mapping[str, Any], *, index: int = 0) -> Node:
     if not isinstance(obj, Mapping) or obj.get("kind", "Node") != "Node":
-        raise InventoryError(f"item {index} is not a Node (kind {as_dict(obj).get('kind')!r})")
+        raise InventoryError(
+            f"item {index} is not a Node (kind {_quoted(as_dict(obj).get('kind'))})"
+        )
     meta = as_dict(obj.get("metadata"))
     name = meta.get("name")
     if not isinstance(name, str) or not name:
@@ -97,7 +100,8 @@ def parse_node(obj: Mapping[str, Any], *, index: int = 0) -> Node:
             count = parse_quantity(raw)
         except QuantityError:
             raise InventoryError(
-                f"node {name}: status.allocatable[{resource!r}] = {raw!r} is not a quantity"
+                f"node {shown(name)}: status.allocatable[{_quoted(resource)}] = "
+                f"{_quoted(raw)} is not a quantity"
             ) from None
         if count >= 1:
             allocatable[str(resource)] = int(count)
@@ -185,3 +189,8 @@ def _int_label(labels: Mapping[str, str], key: str) -> int | None:
         return int(value)
     except ValueError:
         return None
+
+
+def _quoted(value: object) -> str:
+    """A value as repr writes it, bounded: a 100 KB label must not make a 100 KB error."""
+    return shown(repr(value[:80]) if isinstance(value, str) else value, 80)

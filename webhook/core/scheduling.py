@@ -22,7 +22,7 @@ from webhook.core.idsets import Membership, as_bits, first, lowest
 from webhook.core.inventory import Inventory, Node, Offer, Taint
 from webhook.core.nodeindex import NodeIndex
 from webhook.core.selection import HARD_EFFECTS, allowed, tolerates
-from webhook.core.text import listing
+from webhook.core.text import listing, shown
 from webhook.core.workloads import PodView, as_dict, as_list
 
 
@@ -155,7 +155,7 @@ def rejection(spec: Mapping[str, Any], node: Node) -> str | None:
     selector = as_dict(spec.get("nodeSelector"))
     for key, value in selector.items():
         if node.labels.get(key) != str(value):
-            return f"nodeSelector {key}={value}"
+            return f"nodeSelector {shown(key, 80)}={shown(value)}"
     affinity = as_dict(
         as_dict(as_dict(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"

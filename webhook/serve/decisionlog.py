@@ -12,6 +12,7 @@ from typing import IO
 import orjson
 
 from webhook.core.engine import Decision
+from webhook.core.text import shown
 from webhook.serve.admission import AdmissionRequest
 from webhook.serve.state import State
 
@@ -91,5 +92,6 @@ def object_name(req: AdmissionRequest) -> str:
     """The object's name, else its generateName (a Pod of a ReplicaSet has no name yet)."""
     meta = req.obj.get("metadata") if req.obj is not None else None
     if isinstance(meta, dict):
-        return str(meta.get("name") or meta.get("generateName") or "")
+        name = meta.get("name") or meta.get("generateName") or ""
+        return shown(name, 253) if not isinstance(name, str) or len(name) > 253 else name
     return ""

@@ -71,8 +71,10 @@ class EvaluationCache:
             return entry[0]
         self.misses += 1
         decision = evaluate(policy_set, subject, inventory)
-        if any(_TOKEN_VOLUME.search(f.message) for f in decision.findings):
-            return decision
+        if decision.error is not None or any(
+            _TOKEN_VOLUME.search(f.message) for f in decision.findings
+        ):
+            return decision  # a fault is answered anew each time; a token name is one Pod's
         self._keep(key, decision)
         return decision
 
