@@ -11,6 +11,7 @@ instead of the worker thread waits its whole evaluation: 0.2 to 0.6 s for these.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import ssl
@@ -228,15 +229,20 @@ def measured(name: str) -> tuple[float, float]:
     except ValueError:
         return time.perf_counter() - started, 0.0  # refused: what it took to find out
     parsed = time.perf_counter() - started
-    started = time.perf_counter()
-    try:
-        decision: Any = evaluate(POLICIES, Subject(value["request"]["object"], "ml"), INVENTORY)
-    except WorkloadError:
-        decision = None
-    judged = time.perf_counter() - started
+    # The evaluation's own CPU time, the least of three: on two cores shared with other
+    # test workers, wall time measures the machine's load, not the cost of the object.
+    judged = min(_judged(value) for _ in range(3))
+    decision = None
     started = time.perf_counter()
     del value, decision
     return parsed + time.perf_counter() - started, judged
+
+
+def _judged(value: Any) -> float:
+    started = time.thread_time()
+    with contextlib.suppress(WorkloadError):
+        evaluate(POLICIES, Subject(value["request"]["object"], "ml"), INVENTORY)
+    return time.thread_time() - started
 
 
 def test_no_hostile_body_holds_the_event_loop(server: Server) -> None:
