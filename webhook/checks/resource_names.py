@@ -7,7 +7,6 @@ so what it would reject (fractions, requests without limits) is reported here to
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Iterator, Sequence
 from functools import cached_property, lru_cache
 
@@ -19,7 +18,7 @@ from webhook.core.inventory import Inventory
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
 from webhook.core.scheduling import candidates, first_offers, listed, rejection
-from webhook.core.text import listing, plural, shown
+from webhook.core.text import closest, listing, plural, shown
 from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
 
@@ -132,16 +131,6 @@ def _unknown_names(
             f"{a.container.label} requests {a.resource} ({format_path(a.path)}), which {scope}: "
             f"the Pod would stay Pending forever (Insufficient {a.resource}); {hint}",
         )
-
-
-def closest(name: str, names: list[str]) -> list[str]:
-    """The advertised names nearest a typo: the best match and any about as close."""
-    scored = sorted(
-        ((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), reverse=True
-    )
-    if not scored or scored[0][0] < 0.6:
-        return []
-    return [n for ratio, n in scored[:3] if ratio >= scored[0][0] - 0.03]
 
 
 def _capacity(
