@@ -295,6 +295,19 @@ def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
         ("memory-fit", "exceeds-device-memory"),
         ("memory-fit", "unknown-device-memory"),
         ("slo-class", "sharing-mode-not-accepted"),
+        *(
+            ("dra-claims", rule)
+            for rule in (
+                "count-exceeds-node",
+                "memory-exceeds-device",
+                "missing-claim-source",
+                "selector-error",
+                "selector-matches-nothing",
+                "selector-unevaluable",
+                "shared-device",
+                "unknown-device-class",
+            )
+        ),
     }
 
 

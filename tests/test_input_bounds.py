@@ -87,10 +87,10 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "text", "error"), CASES, ids=[c[0] for c in CASES])
 def test_documents_are_refused_with_their_line(name: str, text: str, error: str) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(ManifestError) as raised:
         list(iter_documents(text, source="f.yaml"))
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5
     assert str(raised.value).split("\n")[0] == error
 
 
@@ -100,10 +100,10 @@ def test_dumps_are_refused_with_their_line(
 ) -> None:
     path = tmp_path / "f.yaml"
     path.write_text(text)
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(ManifestError) as raised:
         list(read_dump(str(path)))
-    assert time.perf_counter() - started < 0.5
+    assert time.thread_time() - started < 0.5
     first = str(raised.value).split("\n")[0]
     # The streaming reader composes in Python, and says where it stopped in its own words.
     stream_error = error.replace("f.yaml", str(path))

@@ -27,6 +27,7 @@ def test_shipped_policies_load() -> None:
     found = [(p.name, p.check.name, p.action, p.message_prefix) for p in policy_set.policies]
     assert found == [
         ("gpu-device-injection", "device-injection", "deny", ""),
+        ("gpu-dra-claims", "dra-claims", "deny", ""),
         ("gpu-memory-fit", "memory-fit", "deny", ""),
         ("gpu-resource-names", "resource-names", "deny", ""),
         ("gpu-slo-class", "slo-class", "deny", ""),
@@ -53,7 +54,13 @@ def test_shipped_policies_load() -> None:
 
 def test_every_check_has_rules_and_is_shipped() -> None:
     checks = registry()
-    assert sorted(checks) == ["device-injection", "memory-fit", "resource-names", "slo-class"]
+    assert sorted(checks) == [
+        "device-injection",
+        "dra-claims",
+        "memory-fit",
+        "resource-names",
+        "slo-class",
+    ]
     shipped = {p.check.name for p in load_policy_dir(POLICIES).policies}
     assert shipped == set(checks)
     for check in checks.values():
@@ -71,8 +78,8 @@ BROKEN = [
         HEAD + "  enforcementAction: deny\n  check: gpu-memory\n",
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
-            "'gpu-memory'; built-in checks: device-injection, memory-fit, resource-names, "
-            "slo-class"
+            "'gpu-memory'; built-in checks: device-injection, dra-claims, memory-fit, "
+            "resource-names, slo-class"
         ],
     ),
     (
@@ -204,7 +211,8 @@ BROKEN = [
         HEAD + "  enforcementAction: deny\n  check: nope\n---\n" + HEAD + "  check: slo-class\n",
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
-            "'nope'; built-in checks: device-injection, memory-fit, resource-names, slo-class",
+            "'nope'; built-in checks: device-injection, dra-claims, memory-fit, "
+            "resource-names, slo-class",
             "document 2 (line 9), line 13, field spec.enforcementAction: Field required",
         ],
     ),

@@ -7,18 +7,18 @@ so what it would reject (fractions, requests without limits) is reported here to
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Iterator, Sequence
 from functools import cached_property, lru_cache
 
 from webhook.core import mig_catalog
 from webhook.core.access import GpuResources, gpu_amounts, gpu_requests, gpu_resources
 from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.dramatch import extended_classes, extended_match
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
 from webhook.core.scheduling import candidates, first_offers, listed, rejection
-from webhook.core.text import listing, plural, shown
+from webhook.core.text import closest, listing, plural, shown
 from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
 
@@ -116,6 +116,8 @@ def _unknown_names(
         if a.resource in known or a.resource in reported:
             continue
         reported.add(a.resource)
+        if extended_classes(inventory, a.resource):
+            continue  # KEP-5004: a DeviceClass serves it through DRA (see _dra_capacity)
         vendor = next(p for p in params.vendor_prefixes if a.resource.startswith(p))
         names = sorted(n for n in known if n.startswith(vendor))
         # A suggestion costs a fuzzy match per advertised name: a few typos get one, a
@@ -136,16 +138,6 @@ def _unknown_names(
         )
 
 
-def closest(name: str, names: list[str]) -> list[str]:
-    """The advertised names nearest a typo: the best match and any about as close."""
-    scored = sorted(
-        ((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), reverse=True
-    )
-    if not scored or scored[0][0] < 0.6:
-        return []
-    return [n for ratio, n in scored[:3] if ratio >= scored[0][0] - 0.03]
-
-
 def _capacity(
     pod: PodView, inventory: Inventory, amounts: Sequence[ResourceAmount]
 ) -> Iterator[Violation]:
@@ -153,7 +145,10 @@ def _capacity(
     for a in amounts:
         first_path.setdefault(a.resource, a.path)
     for resource, wanted in pod.effective_requests.items():
-        if resource not in first_path or resource not in inventory.offers or wanted <= 0:
+        if resource not in first_path or wanted <= 0:
+            continue
+        if resource not in inventory.offers:
+            yield from _dra_capacity(resource, wanted, inventory, first_path[resource])
             continue
         offers = candidates(pod, resource, inventory)
         if not offers:
@@ -171,6 +166,28 @@ def _capacity(
                 f"{best.node.name}), so it would stay Pending forever. Request at most "
                 f"{best.count}, or split the work across Pods.",
             )
+
+
+def _dra_capacity(
+    resource: str, wanted: Count, inventory: Inventory, path: Path
+) -> Iterator[Violation]:
+    """An extended resource that a DeviceClass maps to DRA devices (KEP-5004): the
+    scheduler allocates that many devices of the class on one node."""
+    found = extended_match(inventory, resource)
+    if found is None or found.broken is not None or found.errors:
+        return  # not DRA-backed, or a selector only the dra-claims check can word
+    node, most = found.most_on_one_node
+    if wanted > most:
+        classes = ", ".join(c.name for c in extended_classes(inventory, resource))
+        where = f" (node {node})" if node else ""
+        yield Violation(
+            "insufficient-capacity",
+            path,
+            f"the pod requests {_n(wanted)} {resource} in all ({format_path(path)}), which "
+            f"DeviceClass {classes} serves through DRA; the most devices of that class on "
+            f"one node is {most}{where}, of {plural(found.total, 'published device')}, so it "
+            f"would stay Pending forever. Request at most {most}.",
+        )
 
 
 def _no_candidate(pod: PodView, resource: str, inventory: Inventory, path: Path) -> Violation:

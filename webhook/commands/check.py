@@ -7,29 +7,64 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.dra import CLAIM_KINDS, DRA_KINDS
+from webhook.core.dra import GROUP as DRA_GROUP
 from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
-from webhook.core.subject import subject_of
+from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
+from webhook.sources.yamlsource import Document
 
 
 def check_paths(paths: Sequence[str], *, policy_set: PolicySet, inventory: Inventory) -> Run:
     run = Run()
+    files: list[tuple[str, list[SourceObject | Document] | ManifestError]] = []
     for name in expand_paths(paths):
-        run.files += 1
         try:
-            for item in iter_objects(name, read_text(name)):
-                if isinstance(item, SourceObject):
-                    _check_object(item, run, policy_set, inventory)
-                else:
-                    run.objects += 1
-                    run.skipped["not an object"] += 1
+            files.append((name, list(iter_objects(name, read_text(name)))))
         except ManifestError as exc:
-            run.errors.append(str(exc))
+            files.append((name, exc))
+    # A Pod and the ResourceClaimTemplate it names may come in the same PR: DRA objects
+    # of the input join the inventory's before anything is judged.
+    inventory = with_input_dra(inventory, files)
+    for _, items in files:
+        run.files += 1
+        if isinstance(items, ManifestError):
+            run.errors.append(str(items))
+            continue
+        for item in items:
+            if isinstance(item, SourceObject):
+                _check_object(item, run, policy_set, inventory)
+            else:
+                run.objects += 1
+                run.skipped["not an object"] += 1
     run.results = placed(run.results)
     return run
+
+
+def with_input_dra(
+    inventory: Inventory, files: Sequence[tuple[str, Sequence[object] | ManifestError]]
+) -> Inventory:
+    found = [
+        item.obj
+        for _, items in files
+        if not isinstance(items, ManifestError)
+        for item in items
+        if isinstance(item, SourceObject)
+        and item.obj.get("kind") in DRA_KINDS
+        and str(item.obj.get("apiVersion", "")).startswith(DRA_GROUP + "/")
+    ]
+    if not found:
+        return inventory
+    supply = inventory.dra
+    for obj in found:
+        if obj.get("kind") in CLAIM_KINDS and not namespace_of(obj):
+            meta = {**dict(obj.get("metadata") or {}), "namespace": DEFAULT_NAMESPACE}
+            obj = {**obj, "metadata": meta}
+        supply = supply.with_object(obj)
+    return inventory.with_dra(supply)
 
 
 def _check_object(

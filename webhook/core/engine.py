@@ -17,7 +17,7 @@ from webhook.core.paths import Path
 from webhook.core.policy import Action, Policy, PolicySet
 from webhook.core.subject import Subject as Subject  # re-exported: the engine's input
 from webhook.core.text import clip
-from webhook.core.workloads import PodView, api_group, pod_views
+from webhook.core.workloads import NAMESPACE, PodView, api_group, pod_views
 from webhook.errors import GpuAdmissionError
 
 StaleAction = Literal["deny", "warn", "allow"]
@@ -96,6 +96,8 @@ def evaluate(
         return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
     if pods is None:
         return Decision(skipped=_not_a_workload(subject.obj, kind))
+    for pod in pods:
+        pod.memo[NAMESPACE] = namespace  # what a DRA claim reference resolves in
     findings: list[Finding] = []
     errors: list[str] = []
     matched = False

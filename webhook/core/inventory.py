@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from webhook.core.dra import DRA_KINDS, DraSupply
+from webhook.core.dra import EMPTY as NO_DRA
 from webhook.core.idsets import ids_of
 from webhook.core.memo import Memo
 from webhook.core.nodeindex import NodeIndex
@@ -43,16 +45,18 @@ __all__ = [
 ]
 
 _EMPTY = NodeIndex.build(())
+DRA_LISTS = tuple(k + "List" for k in sorted(DRA_KINDS))
 
 
 class Inventory:
     """Offers by resource name; `known` is False when no nodes were given at all."""
 
-    __slots__ = ("_memo", "_nodes", "_offers", "index", "known")
+    __slots__ = ("_memo", "_nodes", "_offers", "dra", "index", "known")
 
-    def __init__(self, index: NodeIndex, *, known: bool = True) -> None:
+    def __init__(self, index: NodeIndex, *, known: bool = True, dra: DraSupply = NO_DRA) -> None:
         self.index = index
         self.known = known
+        self.dra = dra  # DeviceClasses, ResourceSlices, claims (webhook.core.dra)
         self._memo = Memo()
         self._nodes: tuple[Node, ...] | None = None
         self._offers: _Offers | None = None
@@ -77,11 +81,17 @@ class Inventory:
 
     def with_parsed(self, node: Node) -> Inventory:
         index = self.index.with_node(node)
-        return self if index is self.index else Inventory(index)
+        return self if index is self.index else Inventory(index, dra=self.dra)
 
     def without_node(self, name: str) -> Inventory:
         index = self.index.without(name)
-        return self if index is self.index else Inventory(index)
+        return self if index is self.index else Inventory(index, dra=self.dra)
+
+    def with_dra(self, dra: DraSupply) -> Inventory:
+        """This inventory with another DRA supply (the same object when it is the same)."""
+        if dra is self.dra:
+            return self
+        return Inventory(self.index, known=self.known, dra=dra)
 
     @property
     def node_count(self) -> int:
@@ -115,7 +125,7 @@ class Inventory:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Inventory):
             return NotImplemented
-        return self.known == other.known and self.nodes == other.nodes
+        return self.known == other.known and self.nodes == other.nodes and self.dra == other.dra
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -160,9 +170,9 @@ def nodes_from_document(data: Any, *, source: str) -> list[Mapping[str, Any]]:
     if not isinstance(data, Mapping):
         raise InventoryError(f"{source}: expected a List of Nodes, got {type(data).__name__}")
     kind = data.get("kind")
-    if kind == "Node":
-        return [data]
-    if kind not in ("List", "NodeList"):
+    if kind == "Node" or kind in DRA_KINDS:
+        return [data]  # DRA objects are sorted out by the caller (sources.files)
+    if kind not in ("List", "NodeList", *DRA_LISTS):
         raise InventoryError(
             f"{source}: expected kind List or NodeList (as `kubectl get nodes -o json` writes), "
             f"got kind {kind!r}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -112,3 +113,13 @@ def _compile(patterns: tuple[str, ...]) -> Callable[[str], bool]:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def closest(name: str, names: list[str]) -> list[str]:
+    """The names nearest a typo: the best match and any about as close."""
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), reverse=True
+    )
+    if not scored or scored[0][0] < 0.6:
+        return []
+    return [n for ratio, n in scored[:3] if ratio >= scored[0][0] - 0.03]

@@ -27,6 +27,10 @@ MAX_FAN_OUT = 1000
 # 253 characters, "/", and 63 more. A longer one is cut for messages and comparisons
 # (it is advertised by no node, and the apiserver rejects it anyway).
 MAX_RESOURCE_NAME = 317
+# PodView.memo keys the engine and pod_views fill: the subject's namespace (what a DRA
+# claim reference resolves in), and the ResourceClaim(Template) a view stands for.
+NAMESPACE = "subject-namespace"
+CLAIM_OBJECT = "dra-claim-object"
 
 # Where core kinds keep their pod template (a PodTemplateSpec: metadata + spec).
 # Keyed by (API group, kind); custom resources come from the WorkloadKinds config.
@@ -224,6 +228,13 @@ def pod_views(
                 ("metadata",),
             )
         ]
+    if group == "resource.k8s.io" and kind in ("ResourceClaim", "ResourceClaimTemplate"):
+        # A DRA claim holds no pod, but the dra-claims check judges it: one view without
+        # containers (no other check finds anything in it) that carries the object.
+        meta = as_dict(obj.get("metadata"))
+        view = PodView({}, ("spec",), str_map(meta.get("labels")), {}, ("metadata",))
+        view.memo[CLAIM_OBJECT] = obj
+        return [view]
     builtin = BUILTIN_TEMPLATES.get((group, kind if type(kind) is str else ""))
     if builtin is not None:
         return [v for p in builtin for v in _templates_at(obj, p)]

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
+from webhook.core.dra import DRA_KINDS, DraSupply
+from webhook.core.dra import EMPTY as NO_DRA
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.errors import InventoryError, ManifestError
@@ -77,21 +79,61 @@ def iter_objects(name: str, data: bytes) -> Iterator[SourceObject | Document]:
 
 
 def read_inventory(name: str | None) -> Inventory:
-    """Nodes as `kubectl get nodes -o json|yaml` writes them; no file: an unknown inventory."""
+    """Nodes as `kubectl get nodes -o json|yaml` writes them, and DRA objects beside them
+    (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, Namespaces:
+    Lists or single objects); a directory: every YAML/JSON file in it. No file: an
+    unknown inventory."""
     if name is None:
         return Inventory.unknown()
+    if FsPath(name).is_dir():
+        files = list(expand_paths([name]))
+        if not files:
+            raise InventoryError(f"{name}: no .yaml, .yml or .json file in the directory")
+        return _inventory(_chain(files), name)
+    return _inventory(_file_objects(name), name)
+
+
+def _chain(files: list[str]) -> Iterator[Mapping[str, Any]]:
+    for f in files:
+        try:
+            yield from _file_objects(f)
+        except InventoryError as exc:
+            raise InventoryError(
+                f"{f}: {exc}" if not str(exc).startswith(f) else str(exc)
+            ) from None
+
+
+def _file_objects(name: str) -> Iterator[Mapping[str, Any]]:
     try:
         data = read_text(name)
     except ManifestError as exc:
         raise InventoryError(str(exc)) from None
     try:
-        return _inventory(node_objects(data, source=name), name)
+        yield from node_objects(data, source=name)
     except Fallback:
-        return _inventory(exact_objects(data, source=name), name)
+        yield from exact_objects(data, source=name)
 
 
-def _inventory(nodes: Iterable[Mapping[str, Any]], name: str) -> Inventory:
+def _inventory(objects: Iterable[Mapping[str, Any]], name: str) -> Inventory:
+    dra: list[Mapping[str, Any]] = []
+
+    def nodes() -> Iterator[Mapping[str, Any]]:
+        for obj in objects:
+            kind = obj.get("kind") if isinstance(obj, Mapping) else None
+            if kind in DRA_KINDS:
+                dra.append(obj)
+            else:
+                yield obj
+
     try:
-        return Inventory.from_nodes(nodes)
+        inventory = Inventory.from_nodes(nodes())
     except InventoryError as exc:
-        raise InventoryError(f"{name}: {exc}") from None
+        raise InventoryError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
+    return inventory.with_dra(dra_supply(dra)) if dra else inventory
+
+
+def dra_supply(objects: Iterable[Mapping[str, Any]], supply: DraSupply = NO_DRA) -> DraSupply:
+    """The DRA objects added to `supply`, one at a time."""
+    for obj in objects:
+        supply = supply.with_object(obj)
+    return supply

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from webhook.core.dra import DRA_KINDS
 from webhook.core.inventory import nodes_from_document
 from webhook.errors import InventoryError, ManifestError
 from webhook.sources.bounds import TooDeep, loads_json
@@ -62,9 +63,15 @@ def exact_objects(data: bytes, *, source: str) -> list[Mapping[str, Any]]:
         docs = [d.data for d in iter_documents(data, source=source)]
     except ManifestError as exc:
         raise InventoryError(str(exc)) from None
-    if len(docs) != 1:
+    if len(docs) != 1 and not any(_dra_document(d) for d in docs):
         raise InventoryError(f"{source}: expected one List of Nodes, found {len(docs)} documents")
-    return nodes_from_document(docs[0], source=source)
+    # Several documents: DRA objects beside Nodes (a DeviceClass, its ResourceSlices).
+    return [obj for d in docs for obj in nodes_from_document(d, source=source)]
+
+
+def _dra_document(doc: object) -> bool:
+    kind = doc.get("kind") if isinstance(doc, Mapping) else None
+    return isinstance(kind, str) and kind.removesuffix("List") in DRA_KINDS
 
 
 def _items(data: bytes, spans: list[tuple[int, int]]) -> Iterator[Any]:

@@ -1,0 +1,320 @@
+"""gpu-dra-claims: every DRA claim can be allocated from the devices the cluster publishes.
+
+The apiserver rejects malformed claims (CEL that does not compile, a class name that is
+no DNS subdomain), but not a class that does not exist, a selector no device matches, a
+count no node has, or a device too small for the model: the Pod then sits Pending and
+the scheduler says only "cannot allocate all claims". This check says which fact fails,
+for a ResourceClaim, a ResourceClaimTemplate, or a pod that references them (resolved in
+its namespace from the inventory, or from the same `check` input).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+from typing import Any, Literal
+
+from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.dra import ClaimSpec, Device, ExactRequest, Version, parse_claim
+from webhook.core.dramatch import Match, match
+from webhook.core.inventory import Inventory
+from webhook.core.paths import Path, format_path
+from webhook.core.quantity import format_mib, quantity_or_none
+from webhook.core.text import closest, listing, plural, shown
+from webhook.core.workloads import CLAIM_OBJECT, NAMESPACE, PodView, as_dict
+
+_MIB = 1024 * 1024
+_EQUALS = re.compile(r"""\.(\w+)\s*==\s*['"]([^'"]*)['"]""")
+
+
+class Params(CheckParams):
+    peak_memory_label: str = "gpu-admission.io/peak-memory"
+    slo_label: str = "gpu-admission.io/slo-class"
+    # SLO classes that must not land on a device other claims share.
+    exclusive_slo_classes: tuple[str, ...] = ("latency-sensitive",)
+    # A referenced template or claim that is not in the inventory: Helm creates
+    # templates after the Pods that use them, so a warning by default.
+    missing_source: Literal["warn", "deny"] = "warn"
+
+
+class _Context:
+    """What a claim is judged with: the pod's declared peak and SLO class, if any."""
+
+    __slots__ = ("peak", "slo")
+
+    def __init__(self, pod: PodView, params: Params) -> None:
+        raw = pod.labels.get(params.peak_memory_label)
+        self.peak = quantity_or_none(raw) if raw else None
+        self.slo = pod.labels.get(params.slo_label, "")
+
+
+def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+    obj = pod.memo.get(CLAIM_OBJECT)
+    if obj is not None:
+        claim = parse_claim(obj, namespace=pod.memo.get(NAMESPACE, ""))
+        base: Path = (
+            ("spec", "spec", "devices")
+            if claim.kind == "ResourceClaimTemplate"
+            else (
+                "spec",
+                "devices",
+            )
+        )
+        if inventory.dra.known:
+            yield from _claim(claim, inventory, _Context(pod, params), params, base, None)
+        return
+    items = pod.spec.get("resourceClaims")
+    if type(items) is not list or not items:
+        return  # nearly every pod: one lookup
+    yield from _pod_claims(pod, items, inventory, params)
+
+
+def _pod_claims(
+    pod: PodView, items: list[Any], inventory: Inventory, params: Params
+) -> Iterator[Violation]:
+    supply = inventory.dra
+    namespace = pod.memo.get(NAMESPACE, "default")
+    context = _Context(pod, params)
+    for index, item in enumerate(items):
+        item = as_dict(item)
+        path = pod.where("resourceClaims", index)
+        for field, kind in (
+            ("resourceClaimTemplateName", "ResourceClaimTemplate"),
+            ("resourceClaimName", "ResourceClaim"),
+        ):
+            name = item.get(field)
+            if not isinstance(name, str):
+                continue
+            claim = supply.claims.get((kind, namespace, name))
+            if claim is None:
+                if supply.known or supply.claims:
+                    yield _missing(kind, name, namespace, (*path, field), supply.claims, params)
+                continue
+            if supply.known:
+                where = f'pod claim "{shown(item.get("name"))}" ({format_path(path)}): '
+                yield from _claim(claim, inventory, context, params, (*path, field), where)
+
+
+def _missing(
+    kind: str,
+    name: str,
+    namespace: str,
+    path: Path,
+    claims: Mapping[tuple[str, str, str], ClaimSpec],
+    params: Params,
+) -> Violation:
+    names = sorted(n for k, ns, n in claims if k == kind and ns == namespace)
+    near = closest(name, names)
+    hint = f" Did you mean {' or '.join(near)}?" if near else ""
+    return Violation(
+        "missing-claim-source",
+        path,
+        f'{kind} "{shown(name)}" ({format_path(path)}) does not exist in namespace {namespace}'
+        f"{' (it has ' + listing(names) + ')' if names else ''}: the Pod stays Pending until "
+        f"it does.{hint}",
+        advisory=params.missing_source == "warn" and not near,
+    )
+
+
+def _claim(
+    claim: ClaimSpec,
+    inventory: Inventory,
+    context: _Context,
+    params: Params,
+    base: Path,
+    where: str | None,
+) -> Iterator[Violation]:
+    label = where or ""
+    label += f'{claim.kind} "{shown(claim.name)}"'
+    shared_by_config = _shared_strategy(claim)
+    for request in claim.requests:
+        feasible: list[tuple[ExactRequest, Match]] = []
+        findings: list[Violation] = []
+        for alt in request.alternatives:
+            path = base if where is not None else (*base, *alt.path)
+            found = list(_exact(alt, inventory, f'{label} request "{alt.name}"', path))
+            if found:
+                findings.extend(found)
+                continue
+            m = match(inventory, inventory.dra.classes[alt.device_class], alt.selectors)
+            feasible.append((alt, m))
+            if not request.first_available:
+                break
+        if not feasible:
+            # firstAvailable: only when every alternative fails does the claim fail.
+            yield from findings if not request.first_available else findings[-1:]
+            continue
+        alt, m = feasible[0]
+        path = base if where is not None else (*base, *alt.path)
+        what = f'{label} request "{alt.name}"'
+        yield from _memory(alt, m, context, what, path)
+        if context.slo in params.exclusive_slo_classes and (
+            shared_by_config or any(d.shared for d in m.devices)
+        ):
+            why = (
+                f"its config sets GPU sharing strategy {shared_by_config}"
+                if shared_by_config
+                else "the devices it can match allow multiple allocations"
+            )
+            yield Violation(
+                "shared-device",
+                path,
+                f"{what}: the pod is {context.slo} ({params.slo_label}), but {why}, so other "
+                f"workloads share the GPU and its tail latency is unbounded. Ask for an "
+                f"exclusive device (no MPS or TimeSlicing config).",
+            )
+
+
+def _exact(alt: ExactRequest, inventory: Inventory, what: str, path: Path) -> Iterator[Violation]:
+    supply = inventory.dra
+    device_class = supply.classes.get(alt.device_class)
+    if device_class is None:
+        names = sorted(supply.classes)
+        near = closest(alt.device_class, names)
+        hint = f"did you mean {' or '.join(near)}?" if near else f"classes: {listing(names, 6)}."
+        yield Violation(
+            "unknown-device-class",
+            path,
+            f'{what} names DeviceClass "{shown(alt.device_class)}", which does not exist: the '
+            f'scheduler says only "device class {shown(alt.device_class)} does not exist" and '
+            f"the Pod stays Pending; {hint}",
+        )
+        return
+    m = match(inventory, device_class, alt.selectors)
+    if m.broken is not None:
+        expression, why = m.broken
+        yield Violation(
+            "selector-unevaluable",
+            path,
+            f"{what}: the selector {shown(expression, 80)!r} cannot be evaluated here ({why}); "
+            f"whether any device matches is unknown.",
+            advisory=True,
+        )
+        return
+    if m.errors:
+        expression, device, error = m.errors[0]
+        yield Violation(
+            "selector-error",
+            path,
+            f"{what}: the selector {shown(expression, 80)!r} fails on "
+            f"{plural(len(m.errors), 'device')} ({device.label}: {shown(error, 80)}): the "
+            f"scheduler stops at a CEL runtime error, so the claim is never allocated. Guard "
+            f"the lookup with .?name.orValue(...) or an `in` test.",
+        )
+        return
+    if not m.devices:
+        yield _no_device(alt, inventory, what, path, m)
+        return
+    if alt.mode == "ExactCount":
+        node, most = m.most_on_one_node
+        if alt.count > most:
+            yield Violation(
+                "count-exceeds-node",
+                path,
+                f"{what} asks for {alt.count} devices of class {alt.device_class}; the most "
+                f"that match on one node is {most} ({node or 'no node-local slice'}), and all "
+                f"devices of a claim come from one node, so it is never allocated.",
+            )
+
+
+def _no_device(
+    alt: ExactRequest, inventory: Inventory, what: str, path: Path, m: Match
+) -> Violation:
+    # Name the nearest real value of an attribute the selector compares for equality.
+    hints: list[str] = []
+    class_devices = match(inventory, inventory.dra.classes[alt.device_class], ()).devices
+    for expression in alt.selectors:
+        for key, wanted in _EQUALS.findall(expression):
+            raw = [v for d in class_devices for v in _values(d, key)]
+            values = sorted({getattr(v, "text", str(v)) for v in raw})
+            if wanted in values and any(isinstance(v, Version) for v in raw):
+                hints.append(
+                    f"{key} is a semantic version, never equal to a string: compare "
+                    f"with semver({wanted!r}), e.g. .compareTo(semver({wanted!r})) == 0"
+                )
+            elif values and wanted not in values:
+                near = closest(wanted, values) or values[:3]
+                hints.append(f"{key} is {listing(near)} on the published devices, not {wanted!r}")
+    selectors = " && ".join(alt.selectors) or "(none)"
+    return Violation(
+        "selector-matches-nothing",
+        path,
+        f"{what}: no device of class {alt.device_class} matches the selector "
+        f"{shown(selectors, 100)!r} ({plural(len(class_devices), 'device')} of the class, "
+        f"{plural(m.total, 'device')} published), so the claim is never allocated"
+        + (f": {'; '.join(hints)}." if hints else "."),
+    )
+
+
+def _values(device: Device, key: str) -> Iterator[object]:
+    for values in device.attributes.values():
+        if key in values:
+            yield values[key]
+
+
+def _memory(
+    alt: ExactRequest, m: Match, context: _Context, what: str, path: Path
+) -> Iterator[Violation]:
+    if context.peak is None or context.peak <= 0:
+        return
+    sizes = [mem for d in m.devices if (mem := d.memory()) is not None]
+    if not sizes or len(sizes) < len(m.devices):
+        return  # a device without a memory capacity: nothing to compare with
+    largest = max(sizes)
+    if context.peak > largest:
+        yield Violation(
+            "memory-exceeds-device",
+            path,
+            f"{what}: the declared peak GPU memory {format_mib(Fraction(context.peak, _MIB))} "
+            f"is above the memory capacity of every device the request can match (largest "
+            f"{format_mib(Fraction(largest, _MIB))}, of {plural(len(sizes), 'device')}); "
+            f"MIG slices expose less than their nominal size. Ask for a larger device.",
+        )
+
+
+def _shared_strategy(claim: ClaimSpec) -> str:
+    """The NVIDIA driver's GpuConfig sharing strategy (TimeSlicing, MPS), if any."""
+    for config in claim.config:
+        params = as_dict(as_dict(config.get("opaque")).get("parameters"))
+        strategy = as_dict(params.get("sharing")).get("strategy")
+        if isinstance(strategy, str) and strategy in ("TimeSlicing", "MPS"):
+            return strategy
+    return ""
+
+
+CHECK = Check(
+    name="dra-claims",
+    params=Params,
+    run=run,
+    rules={
+        "unknown-device-class": Rule(
+            "A DRA request names a DeviceClass that does not exist.", uses_inventory=True
+        ),
+        "selector-matches-nothing": Rule(
+            "A DRA selector that no published device matches.", uses_inventory=True
+        ),
+        "selector-error": Rule(
+            "A DRA selector that fails with a CEL runtime error on a device.",
+            uses_inventory=True,
+        ),
+        "selector-unevaluable": Rule(
+            "A DRA selector this environment cannot evaluate (reported, never allowed).",
+            uses_inventory=True,
+        ),
+        "count-exceeds-node": Rule(
+            "More devices than any one node publishes for the request.", uses_inventory=True
+        ),
+        "memory-exceeds-device": Rule(
+            "A declared peak memory above every device the request can match.",
+            uses_inventory=True,
+        ),
+        "shared-device": Rule(
+            "A latency-sensitive pod whose claim lands on a shared GPU.", uses_inventory=True
+        ),
+        "missing-claim-source": Rule(
+            "A pod references a claim or claim template not in its namespace.",
+            uses_inventory=True,
+        ),
+    },
+)

@@ -1,0 +1,104 @@
+"""Which published devices a DRA request can get: its class's selectors and its own.
+
+The result of one (class, selectors) pair is worked out once per inventory snapshot
+(memoised on it) from per-slice selector outcomes (webhook.core.dracel), so the
+first request after a slice event costs that slice's devices, and every later one a
+dictionary lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from webhook.core.dra import Device, DeviceClass
+from webhook.core.dracel import CACHE, SelectorError
+from webhook.core.inventory import Inventory
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    devices: tuple[Device, ...]  # every selector holds
+    # (expression, device, error): a runtime error on a device fails the allocation
+    errors: tuple[tuple[str, Device, str], ...]
+    broken: tuple[str, str] | None  # (expression, why) when one does not compile here
+    total: int  # devices published
+
+    def per_node(self) -> Mapping[str, int]:
+        out: dict[str, int] = {}
+        for d in self.devices:
+            out[d.node] = out.get(d.node, 0) + 1
+        return out
+
+    @property
+    def most_on_one_node(self) -> tuple[str, int]:
+        per = self.per_node()
+        if not per:
+            return "", 0
+        node = max(per, key=lambda n: (per[n], n))
+        return node, per[node]
+
+
+def match(inventory: Inventory, device_class: DeviceClass, selectors: tuple[str, ...]) -> Match:
+    key = ("dra-match", device_class, selectors)
+    found: Match | None = inventory.memo(key)
+    if found is None:
+        found = _match(inventory, (*device_class.selectors, *selectors))
+        inventory.remember(key, found, 64 + 8 * len(found.devices))
+    return found
+
+
+def _match(inventory: Inventory, expressions: tuple[str, ...]) -> Match:
+    supply = inventory.dra
+    total = supply.device_count
+    for expression in expressions:
+        try:
+            CACHE.selector(expression)
+        except SelectorError as exc:
+            return Match((), (), (expression, str(exc)), total)
+    devices: list[Device] = []
+    errors: list[tuple[str, Device, str]] = []
+    for s in supply.slices.values():
+        per_expr = [CACHE.outcomes(e, s) for e in expressions]
+        for i, device in enumerate(s.devices):
+            ok = True
+            for expression, outcomes in zip(expressions, per_expr, strict=True):
+                outcome = outcomes[i]
+                if outcome is True:
+                    continue
+                if outcome is not False:
+                    errors.append((expression, device, outcome))
+                ok = False
+                break  # CEL selectors are ANDed in order; the first that fails decides
+            if ok:
+                devices.append(device)
+    return Match(tuple(devices), tuple(errors), None, total)
+
+
+def extended_classes(inventory: Inventory, resource: str) -> tuple[DeviceClass, ...]:
+    """KEP-5004: the DeviceClasses that back an extended resource name (none: the name
+    is a device plugin's, or unknown)."""
+    supply = inventory.dra
+    if not supply.classes:
+        return ()
+    mapping: Mapping[str, tuple[str, ...]] | None = inventory.memo("dra-extended")
+    if mapping is None:
+        mapping = supply.extended_resources()
+        inventory.remember("dra-extended", mapping, 128 * len(mapping))
+    return tuple(supply.classes[name] for name in mapping.get(resource, ()))
+
+
+def extended_match(inventory: Inventory, resource: str) -> Match | None:
+    """The devices that can serve an extended resource through DRA; None if no class maps
+    it. Several classes: the scheduler picks one (the newest, KEP-5004); the union is
+    what any of them can give."""
+    classes = extended_classes(inventory, resource)
+    if not classes:
+        return None
+    matches = [match(inventory, c, ()) for c in classes]
+    if len(matches) == 1:
+        return matches[0]
+    broken = next((m.broken for m in matches if m.broken), None)
+    devices = tuple({d.label: d for m in matches for d in m.devices}.values())
+    errors = tuple(e for m in matches for e in m.errors)
+    return Match(devices, errors, broken, matches[0].total)
