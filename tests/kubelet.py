@@ -99,7 +99,7 @@ class Kubelet:
     namespace: str
     workdir: Path
     failures: list[str] = field(default_factory=list)
-    ran: list[str] = field(default_factory=list)  # Job Pods run to completion
+    ran: list[str] = field(default_factory=list)  # the Jobs whose Pods ran, in order
     _processes: list[Process] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -115,9 +115,12 @@ class Kubelet:
     def _jobs(self, selector: str) -> None:
         seen: set[str] = set()
         while not self._stop.is_set():
-            pods = self._get(f"/api/v1/namespaces/{self.namespace}/pods", labelSelector=selector)[
-                "items"
-            ]
+            path = f"/api/v1/namespaces/{self.namespace}/pods"
+            try:
+                pods = self._get(path, labelSelector=selector)["items"]
+            except Exception as exc:  # the test reports it; the thread must go on
+                self.failures.append(f"listing Pods: {exc!r}")
+                pods = []
             for pod in pods:
                 uid = pod["metadata"]["uid"]
                 if uid not in seen and pod.get("status", {}).get("phase") == "Pending":
@@ -139,7 +142,7 @@ class Kubelet:
             shutil.rmtree(mount.directory.base, ignore_errors=True)
         if run.returncode != 0:
             self.failures.append(f"{name}: exit {run.returncode}: {run.stderr.strip()}")
-        self.ran.append(f"{name}: {run.stderr.strip()}")
+        self.ran.append(pod["metadata"]["labels"]["batch.kubernetes.io/job-name"])
         self._finish(name, ok=run.returncode == 0)
 
     def _finish(self, name: str, *, ok: bool) -> None:
