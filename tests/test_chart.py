@@ -16,6 +16,7 @@ from typing import Any
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
+from clirun import gpu_admission
 from kubeclusters import HELM, OLDEST, VERSIONS
 
 from webhook.cli import main
@@ -65,8 +66,6 @@ def webhooks(objs: tuple[Obj, ...]) -> list[Obj]:
 
 def pem_file(tmp: Path) -> Path:
     """A real CA certificate, made by `gpu-admission certs`."""
-    from clirun import gpu_admission
-
     run = gpu_admission("certs", "--service", RELEASE, "--namespace", NAMESPACE, "--out", str(tmp))
     assert run.returncode == 0, run.stderr
     return tmp
