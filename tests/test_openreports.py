@@ -200,6 +200,13 @@ def test_apply_creates_then_updates_and_prunes(cluster: Cluster) -> None:
     assert out == [f"Report {b}/gpu-admission created"]
     assert set(reports(cluster, a, b)) == {a, b}
 
+    # --namespace a: a is written, and nothing outside a is deleted (b's report stays,
+    # though b has no workloads any more).
+    code, out, err = apply(cluster, "--namespace", a)
+    assert code == 1, err
+    assert out == [f"Report {a}/gpu-admission updated"]
+    assert set(reports(cluster, a, b)) == {a, b}
+
     # A ClusterReport, through the same code (no workload is cluster-scoped).
     cluster_reports = open_reports(cluster_scoped_audit(), timestamp=1)
     for verb in ("created", "updated"):
