@@ -194,7 +194,8 @@ class Clusters:
         and a session should not spend that time waiting."""
         for version, cluster in self.started.items():
             cluster.api.close()
-            cluster.http.close()
+            if "http" in cluster.__dict__:  # made on first use
+                cluster.http.close()
             env = {**os.environ, "KUBECLUSTER_BIN": str(KIT / "bin" / version)}
             subprocess.Popen(
                 [str(KIT / "stop"), str(cluster.dir)],
