@@ -46,7 +46,19 @@ from webhook.sources.files import read_inventory
     show_default=True,
     help="Objects per list request (live audit).",
 )
-@click.option("--output", "-o", type=click.Choice(["text", "json", "policyreport"]), default="text")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Choice(["text", "json", "policyreport", "openreports"]),
+    default="text",
+)
+@click.option(
+    "--apply",
+    "apply_reports",
+    is_flag=True,
+    help="With -o openreports: create or update the Reports in the cluster instead of "
+    "printing them, and delete the ones an earlier run wrote that this one does not.",
+)
 @click.option(
     "--fail-on",
     type=click.Choice(["deny", "warn", "never"]),
@@ -64,15 +76,18 @@ def audit(
     namespace: str | None,
     page_size: int,
     output: str,
+    apply_reports: bool,
     fail_on: FailOn,
     color: bool,
 ) -> None:
     """Judge every workload of a cluster (or of a dump) as if it were being created.
 
-    Blocks nothing, writes nothing to the cluster. Exit 0: nothing at or above
-    --fail-on; 1: findings at or above it; 2: usage or input errors.
+    Blocks nothing, and writes nothing to the cluster unless --apply. Exit 0: nothing
+    at or above --fail-on; 1: findings at or above it; 2: usage or input errors.
     """
-    if from_files and (context or kubeconfig):
+    if apply_reports and output != "openreports":
+        raise click.UsageError("--apply writes OpenReports: use it with --output openreports")
+    if from_files and (context or kubeconfig) and not apply_reports:
         raise click.UsageError("--context and --kubeconfig are for a live audit, not --from")
     policy_set = load_policies(policies_dir)
     progress = Progress()
@@ -89,8 +104,12 @@ def audit(
         )
     finally:
         progress.close()
-    use_colour = output == "text" and color
-    click.echo(_render(report, output=output, colour=use_colour), nl=False, color=use_colour)
+    if apply_reports:
+        _apply(report, context=context, kubeconfig=kubeconfig, namespace=namespace,
+               page_size=page_size, live=not from_files)  # fmt: skip
+    else:
+        use_colour = output == "text" and color
+        click.echo(_render(report, output=output, colour=use_colour), nl=False, color=use_colour)
     if output != "text":
         for error in report.errors:
             click.echo(f"error: {error}", err=True)
@@ -182,6 +201,40 @@ def _live(
     return inv, objects
 
 
+def _apply(
+    report: AuditReport,
+    *,
+    context: str | None,
+    kubeconfig: str | None,
+    namespace: str | None,
+    page_size: int,
+    live: bool,
+) -> None:
+    from webhook.kube.client import KubeError, api_client
+    from webhook.kube.reports_apply import apply_reports
+    from webhook.reports.openreports import open_reports
+    from webhook.reports.policyreport import MANAGED_BY
+
+    # Only a complete live audit has seen everything it may delete reports for: a dump is
+    # not the cluster, and an audit with errors missed objects.
+    prune = live and not report.errors
+    try:
+        applied = apply_reports(
+            api_client(context=context, kubeconfig=kubeconfig),
+            reports=open_reports(report, timestamp=int(time.time())),
+            selector=",".join(f"{k}={v}" for k, v in MANAGED_BY.items()),
+            namespace=namespace,
+            page_size=page_size,
+            prune=prune,
+        )
+    except KubeError as exc:
+        raise InputError(f"the reports were not applied: {exc}") from None
+    for line in applied.lines():
+        click.echo(line)
+    if live and not prune:
+        click.echo("note: earlier reports kept: the audit had errors", err=True)
+
+
 def _render(report: AuditReport, *, output: str, colour: bool) -> str:
     if output == "json":
         from webhook.reports.audit import render_json
@@ -191,6 +244,10 @@ def _render(report: AuditReport, *, output: str, colour: bool) -> str:
         from webhook.reports.policyreport import render_policyreport
 
         return render_policyreport(report, timestamp=int(time.time()))
+    if output == "openreports":
+        from webhook.reports.openreports import render_openreports
+
+        return render_openreports(report, timestamp=int(time.time()))
     from webhook.reports.audit import render_text
 
     return render_text(report, colour=colour)
