@@ -196,8 +196,8 @@ def test_message_prefix(tmp_path: Path) -> None:
             "kind Role holds no pod spec",
         ),
         (
-            {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"},
-            "kind Job (batch.volcano.sh/v1alpha1) is not a configured workload kind "
+            {"apiVersion": "flow.volcano.sh/v1alpha1", "kind": "JobFlow"},
+            "kind JobFlow (flow.volcano.sh/v1alpha1) is not a configured workload kind "
             "(WorkloadKinds)",
         ),
         (

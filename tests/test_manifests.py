@@ -294,6 +294,19 @@ def test_webhook_rules(webhooks: list[Obj]) -> None:
         ("ray.io", "rayjobs"),
         ("jobset.x-k8s.io", "jobsets"),
         ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        *[
+            ("kubeflow.org", r)
+            for r in ("tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "notebooks")
+        ],
+        ("ray.io", "rayservices"),
+        ("batch.volcano.sh", "jobs"),
+        ("serving.kserve.io", "inferenceservices"),
+        ("apps.nvidia.com", "nimservices"),
+        ("sparkoperator.k8s.io", "sparkapplications"),
+        *[
+            ("trainer.kubeflow.org", r)
+            for r in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+        ],
     ]
     expected |= {("custom-resources.gpu-admission.io", g, r, op) for g, r in custom for op in cu}
     assert covered == expected

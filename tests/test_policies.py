@@ -41,12 +41,26 @@ def test_shipped_policies_load() -> None:
     kinds = [(k.group, k.kind) for k in policy_set.custom_kinds]
     assert kinds == [
         ("kubeflow.org", "PyTorchJob"),
+        ("kubeflow.org", "TFJob"),
+        ("kubeflow.org", "XGBoostJob"),
+        ("kubeflow.org", "PaddleJob"),
+        ("kubeflow.org", "JAXJob"),
         ("kubeflow.org", "MPIJob"),
         ("ray.io", "RayCluster"),
         ("ray.io", "RayJob"),
+        ("ray.io", "RayService"),
         ("jobset.x-k8s.io", "JobSet"),
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+        ("batch.volcano.sh", "Job"),
+        ("kubeflow.org", "Notebook"),
+        ("serving.kserve.io", "InferenceService"),
+        ("apps.nvidia.com", "NIMService"),
+        ("sparkoperator.k8s.io", "SparkApplication"),
+        ("trainer.kubeflow.org", "TrainJob"),
+        ("trainer.kubeflow.org", "TrainingRuntime"),
+        ("trainer.kubeflow.org", "ClusterTrainingRuntime"),
     ]
+    assert policy_set.unconfigured_gpu_action == "warn"
     assert re.fullmatch(r"[0-9a-f]{16}", policy_set.digest)
     # the shipped policies match every kind
     assert all(not p.match.kinds or "*" in p.match.kinds for p in policy_set.policies)
@@ -202,8 +216,9 @@ BROKEN = [
         "apiVersion: gpu-admission.io/v1alpha1\nkind: WorkloadKinds\nmetadata: {name: k}\n"
         "spec:\n  customResources:\n    - {group: example.com, kind: Thing, templates: []}\n",
         [
-            "document 1 (line 1), line 6, field spec.customResources.0.templates: "
-            "List should have at least 1 item after validation, not 0 (got [])"
+            "document 1 (line 1), line 6, field spec.customResources.0: Value error, give at "
+            "least one of templates, podSpecs, containers (got {'group': 'example.com', "
+            "'kind': 'Thing', 'templates': []})"
         ],
     ),
     (

@@ -154,6 +154,67 @@ CUSTOM_KINDS = [
             ("spec", "leaderWorkerTemplate", "workerTemplate", "spec"),
         ],
     ),
+    *[
+        (
+            obj("kubeflow.org/v1", kind, {field: {"Worker": {"template": tpl(kind)}}}),
+            [("spec", field, "Worker", "template", "spec")],
+        )
+        for kind, field in [
+            ("TFJob", "tfReplicaSpecs"),
+            ("XGBoostJob", "xgbReplicaSpecs"),
+            ("PaddleJob", "paddleReplicaSpecs"),
+            ("JAXJob", "jaxReplicaSpecs"),
+        ]
+    ],
+    (
+        obj(
+            "ray.io/v1",
+            "RayService",
+            {
+                "rayClusterConfig": {
+                    "headGroupSpec": {"template": tpl("head")},
+                    "workerGroupSpecs": [{"template": tpl("gpu")}],
+                }
+            },
+        ),
+        [
+            ("spec", "rayClusterConfig", "headGroupSpec", "template", "spec"),
+            ("spec", "rayClusterConfig", "workerGroupSpecs", 0, "template", "spec"),
+        ],
+    ),
+    (
+        obj("batch.volcano.sh/v1alpha1", "Job", {"tasks": [{"template": tpl("t")}]}),
+        [("spec", "tasks", 0, "template", "spec")],
+    ),
+    *[
+        (
+            obj(
+                "trainer.kubeflow.org/v1alpha1",
+                kind,
+                {
+                    "template": {
+                        "spec": {
+                            "replicatedJobs": [{"template": {"spec": {"template": tpl(kind)}}}]
+                        }
+                    }
+                },
+            ),
+            [
+                (
+                    "spec",
+                    "template",
+                    "spec",
+                    "replicatedJobs",
+                    0,
+                    "template",
+                    "spec",
+                    "template",
+                    "spec",
+                )
+            ],
+        )
+        for kind in ("TrainingRuntime", "ClusterTrainingRuntime")
+    ],
 ]
 
 
@@ -189,8 +250,11 @@ def test_every_kind_yields_its_templates(
 
 
 def test_shipped_workload_kinds_are_all_covered() -> None:
+    from test_shapes import SHAPED_KINDS
+
     shipped_kinds = {(r.group, r.kind) for r in shipped().custom_kinds}
     tested = {(o["apiVersion"].split("/")[0], o["kind"]) for o, _ in CUSTOM_KINDS}
+    tested |= {(o["apiVersion"].split("/")[0], o["kind"]) for o, *_ in SHAPED_KINDS}
     assert shipped_kinds == tested
 
 
@@ -199,9 +263,9 @@ def test_shipped_workload_kinds_are_all_covered() -> None:
     [
         obj("v1", "Service", {"ports": []}),
         obj("v1", "ConfigMap", {}),
-        obj("batch.volcano.sh/v1alpha1", "Job", {"tasks": [{"template": tpl("t")}]}),  # not batch/
+        obj("flow.volcano.sh/v1alpha1", "JobFlow", {"flows": [{"name": "a"}]}),
         obj("extensions/v1beta1", "Deployment", {"template": tpl("d")}),  # not the apps group
-        obj("kubeflow.org/v1", "TFJob", {"tfReplicaSpecs": {"Worker": {"template": tpl("w")}}}),
+        obj("kubeflow.org/v1beta1", "Experiment", {"trialTemplate": {"trialSpec": {}}}),
         obj("example.com/v1", "Pod", {"containers": []}),  # a Pod kind of another group
         {"kind": "Deployment"},
         {},

@@ -8,6 +8,7 @@ docs/policy-tests.md.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -194,7 +195,7 @@ class _Loader:
                     f"no policy {name!r} in {directory}; it has: {', '.join(sorted(known))}",
                 )
         kept = tuple(p for p in loaded.policies if p.name in spec.policyNames)
-        return PolicySet(kept, loaded.custom_kinds, loaded.digest)
+        return dataclasses.replace(loaded, policies=kept)
 
     def _inventory(
         self, value: str | dict[str, Any] | None, at: tuple[str | int, ...]

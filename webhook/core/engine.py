@@ -17,7 +17,8 @@ from webhook.core.paths import Path
 from webhook.core.policy import Action, Policy, PolicySet
 from webhook.core.subject import Subject as Subject  # re-exported: the engine's input
 from webhook.core.text import clip
-from webhook.core.workloads import NAMESPACE, PodView, api_group, pod_views
+from webhook.core.unjudged import shape_findings, unconfigured
+from webhook.core.workloads import NAMESPACE, PodView, api_group, workload_of
 from webhook.errors import GpuAdmissionError
 
 StaleAction = Literal["deny", "warn", "allow"]
@@ -89,16 +90,17 @@ def evaluate(
     object too large to judge (WorkloadError), which every shell reports as bad input."""
     kind, namespace = subject.kind, subject.namespace
     try:
-        pods = pod_views(subject.obj, custom=policy_set.custom_kinds)
+        workload = workload_of(subject.obj, custom=policy_set.custom_kinds)
+        if workload is None:
+            return _unconfigured(policy_set, subject)
+        findings = _unmatched(subject.obj, workload.unmatched)
     except GpuAdmissionError:  # the object is the problem (too large to judge): input error
         raise
     except Exception as exc:  # a bug in reading pod specs: could not evaluate
         return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
-    if pods is None:
-        return Decision(skipped=_not_a_workload(subject.obj, kind))
+    pods = workload.pods
     for pod in pods:
         pod.memo[NAMESPACE] = namespace  # what a DRA claim reference resolves in
-    findings: list[Finding] = []
     errors: list[str] = []
     matched = False
     for policy in policy_set.policies:
@@ -111,10 +113,36 @@ def evaluate(
         except Exception as exc:  # one broken check must not silence the others
             del findings[start:]  # a partial run says nothing reliable
             errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")
-    if not matched:
+    if not matched and not findings:
         return Decision(skipped=f"no policy matches {kind} in namespace {namespace}")
     error = "; ".join(errors) if errors else None
     return Decision(tuple(findings), None, len(pods), error)
+
+
+def _unmatched(obj: Mapping[str, Any], missing: Sequence[Any]) -> list[Finding]:
+    """A WorkloadKinds path that matched nothing: the pods it names go unjudged."""
+    if not missing:
+        return []
+    actions = {id(shape): rule.unmatched_action for rule, shape in missing}
+    return [
+        Finding(u.policy, u.rule, actions[id(shape)], clip(u.message), u.path)
+        for u, (_, shape) in zip(shape_findings(obj, tuple(missing)), missing, strict=True)
+    ]
+
+
+def _unconfigured(policy_set: PolicySet, subject: Subject) -> Decision:
+    """Not a workload kind we know: skipped, unless it is a custom resource that
+    requests GPUs somewhere (then a finding: its pods would pass unjudged)."""
+    obj, kind = subject.obj, subject.kind
+    skipped = _not_a_workload(obj, kind)
+    action = policy_set.unconfigured_gpu_action
+    if action == "ignore" or not skipped.endswith("(WorkloadKinds)"):
+        return Decision(skipped=skipped)
+    found = unconfigured(obj, kind=kind, group=api_group(obj.get("apiVersion")))
+    if found is None:
+        return Decision(skipped=skipped)
+    finding = Finding(found.policy, found.rule, action, clip(found.message), found.path)
+    return Decision((finding,), None, 0)
 
 
 def _run_policy(

@@ -11,11 +11,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from webhook.core.check import Check, CheckParams
+from webhook.core.shapes import KindShape
 from webhook.core.text import glob_matcher
-from webhook.core.workloads import TemplateRule
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 Action = Literal["deny", "warn", "dryrun"]
@@ -81,14 +81,59 @@ class PolicyDocument(_Strict):
     spec: PolicySpec
 
 
+_DOTTED = r"^(\$\.)?[^.\s]+(\.[^.\s]+)*$|^\.$|^\$$"  # a.b.*.c; "." the match itself
+
+
+class TemplatePath(_Strict):
+    path: str = Field(pattern=_DOTTED, description="dotted path; * is any key or item")
+    optional: bool = Field(False, description="true: an object may lack it (no finding)")
+
+
+class ContainerPath(_Strict):
+    path: str = Field(".", pattern=_DOTTED, description="relative to the pod spec; . itself")
+    resources: str = Field("resources", pattern=_DOTTED, description="its ResourceRequirements")
+    gpu: str | None = Field(None, pattern=_DOTTED, description="a {name, quantity} field")
+
+
+class PodSpecPath(TemplatePath):
+    """A pod spec held inline (nodeSelector, tolerations, containers... at `path`)."""
+
+    containers: list[ContainerPath | str] = Field(default_factory=list)
+    labelsAt: list[str] = Field(
+        default_factory=list, description="mappings holding labels/annotations; $. is the root"
+    )
+
+
+class ContainersPath(TemplatePath):
+    """Container-shaped mappings (or lists of them) with no pod spec of their own."""
+
+    resources: str = Field("resources", pattern=_DOTTED)
+    gpu: str | None = Field(None, pattern=_DOTTED)
+    labelsAt: list[str] = Field(default_factory=list)
+
+
 class CustomKind(_Strict):
     group: str
     kind: str
-    templates: list[str] = Field(min_length=1, description="dotted paths; * is any key/item")
+    templates: list[TemplatePath | str] = Field(
+        default_factory=list, description="PodTemplateSpecs (metadata + spec)"
+    )
+    podSpecs: list[PodSpecPath] = Field(default_factory=list)
+    containers: list[ContainersPath] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _some_path(self) -> CustomKind:
+        if not (self.templates or self.podSpecs or self.containers):
+            raise ValueError("give at least one of templates, podSpecs, containers")
+        return self
 
 
 class WorkloadKindsSpec(_Strict):
     customResources: list[CustomKind] = []
+    # A configured path that matches nothing in an object: its pods go unjudged.
+    unmatchedPathAction: Action = "warn"
+    # An object of no configured kind that requests GPUs anywhere: "ignore" skips it.
+    unconfiguredGpuKinds: Action | Literal["ignore"] | None = None
 
 
 class WorkloadKindsDocument(_Strict):
@@ -121,8 +166,10 @@ class Policy:
 @dataclass(frozen=True, slots=True)
 class PolicySet:
     policies: tuple[Policy, ...]
-    custom_kinds: tuple[TemplateRule, ...]
+    custom_kinds: tuple[KindShape, ...]
     digest: str  # sha256 of the files' bytes: which policy set judged a request
+    # An object of no configured kind that requests GPUs: a finding with this action.
+    unconfigured_gpu_action: Action | Literal["ignore"] = "warn"
 
 
 def compile_match(match: Match) -> Callable[[str, str], bool]:

@@ -8,21 +8,18 @@ controller names the same rule as the finding its Pods would get at admission.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
 
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import MAX_VALUE, quantity_or_none
+from webhook.core.shapes import MAX_FAN_OUT as MAX_FAN_OUT  # re-exported
+from webhook.core.shapes import ROOT, ContainerShape, KindShape, PodShape, walk
 from webhook.core.text import brief, shown
-from webhook.errors import WorkloadError
 
 Count = int | Fraction  # resource counts: whole in practice, exact when not
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
-# What one "*" of a template path may match in one object. No workload kind has more
-# than a few dozen replica groups; an object with more is refused, not judged in part.
-MAX_FAN_OUT = 1000
 # The longest resource name the apiserver takes: a qualified name, a DNS subdomain of
 # 253 characters, "/", and 63 more. A longer one is cut for messages and comparisons
 # (it is advertised by no node, and the apiserver rejects it anyway).
@@ -34,7 +31,7 @@ CLAIM_OBJECT = "dra-claim-object"
 
 # Where core kinds keep their pod template (a PodTemplateSpec: metadata + spec).
 # Keyed by (API group, kind); custom resources come from the WorkloadKinds config.
-BUILTIN_TEMPLATES: dict[tuple[str, str], tuple[Path, ...]] = {
+BUILTIN_TEMPLATES: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
     ("apps", "Deployment"): (("spec", "template"),),
     ("apps", "ReplicaSet"): (("spec", "template"),),
     ("apps", "StatefulSet"): (("spec", "template"),),
@@ -56,6 +53,11 @@ class ContainerRef(NamedTuple):
     position: int  # in its list (`index` would shadow tuple.index)
     spec: Mapping[str, Any]
     path: Path
+    # Containers of a custom kind's own shape keep their counts elsewhere: the
+    # ResourceRequirements' path (Trainer's resourcesPerNode), or the path of the one
+    # count of a {name, quantity} field (SparkApplication's gpu).
+    resources_path: Path | None = None
+    count_path: Path | None = None
 
     @property
     def name(self) -> str:
@@ -108,13 +110,14 @@ class PodView:
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
         metadata_path: Path,
+        extra: tuple[ContainerRef, ...] = (),
     ) -> None:
         self.spec = spec
         self.path = path
         self.labels = labels
         self.annotations = annotations
         self.metadata_path = metadata_path
-        self.containers = _containers(spec, path)
+        self.containers = _containers(spec, path) + extra if extra else _containers(spec, path)
         self.amounts = _amounts(self.containers)
         self._effective: dict[str, Count] | None = None
         # Facts derived once per pod for several checks: scheduling constraints by name,
@@ -158,7 +161,12 @@ def _amounts(containers: tuple[ContainerRef, ...]) -> tuple[ResourceAmount, ...]
                 continue  # cpu, memory, hugepages-*: not extended resources
             source = "limits" if name in limits else "requests"
             raw = limits.get(name, requests.get(name))
-            path = (*ref.path, "resources", source, name)
+            if ref.count_path is not None:
+                path = ref.count_path
+            elif ref.resources_path is not None:
+                path = (*ref.resources_path, source, name)
+            else:
+                path = (*ref.path, "resources", source, name)
             resource = name if len(name) <= MAX_RESOURCE_NAME else shown(name, MAX_RESOURCE_NAME)
             out.append(ResourceAmount(ref, resource, count_of(raw), raw, path))
     return tuple(out)
@@ -202,51 +210,141 @@ def count_of(raw: object) -> Count | None:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateRule:
-    """Where a custom resource keeps its pod templates (from a WorkloadKinds file)."""
+class Workload(NamedTuple):
+    """The pod specs of one object, and the shape paths that found nothing in it."""
 
-    group: str
-    kind: str
-    templates: tuple[tuple[str, ...], ...]  # dotted paths; "*" is any key or item
+    pods: list[PodView]
+    unmatched: tuple[tuple[KindShape, PodShape], ...] = ()
+    shape: KindShape | None = None  # the WorkloadKinds entry that read it, if any
 
 
-def pod_views(
-    obj: Mapping[str, Any], *, custom: Sequence[TemplateRule] = ()
-) -> list[PodView] | None:
+def pod_views(obj: Mapping[str, Any], *, custom: Sequence[KindShape] = ()) -> list[PodView] | None:
     """The pod specs of a workload object; None when the kind holds no pods."""
+    found = workload_of(obj, custom=custom)
+    return None if found is None else found.pods
+
+
+def workload_of(obj: Mapping[str, Any], *, custom: Sequence[KindShape] = ()) -> Workload | None:
+    """The pod specs of a workload object, with the configured paths that matched
+    nothing; None when the kind is neither a core workload nor a configured one."""
     kind = obj.get("kind")
     group = api_group(obj.get("apiVersion"))
     if kind == "Pod" and group == "":
         meta = as_dict(obj.get("metadata"))
-        return [
-            PodView(
-                as_dict(obj.get("spec")),
-                ("spec",),
-                str_map(meta.get("labels")),
-                str_map(meta.get("annotations")),
-                ("metadata",),
-            )
-        ]
+        labels, annotations = str_map(meta.get("labels")), str_map(meta.get("annotations"))
+        spec = as_dict(obj.get("spec"))
+        return Workload([PodView(spec, ("spec",), labels, annotations, ("metadata",))])
     if group == "resource.k8s.io" and kind in ("ResourceClaim", "ResourceClaimTemplate"):
         # A DRA claim holds no pod, but the dra-claims check judges it: one view without
         # containers (no other check finds anything in it) that carries the object.
         meta = as_dict(obj.get("metadata"))
         view = PodView({}, ("spec",), str_map(meta.get("labels")), {}, ("metadata",))
         view.memo[CLAIM_OBJECT] = obj
-        return [view]
+        return Workload([view])
     builtin = BUILTIN_TEMPLATES.get((group, kind if type(kind) is str else ""))
     if builtin is not None:
-        return [v for p in builtin for v in _templates_at(obj, p)]
+        return Workload([v for p in builtin for v in _templates_at(obj, p)])
     for rule in custom:
         if rule.kind == kind and rule.group == group:
-            return [v for p in rule.templates for v in _templates_at(obj, p)]
+            return _custom(obj, rule)
     return None
 
 
-def _templates_at(obj: Mapping[str, Any], pattern: Sequence[str | int]) -> Iterator[PodView]:
-    fixed = _walk_fixed(obj, tuple(pattern))
-    for path, template in fixed if fixed is not None else _walk(obj, tuple(pattern), ()):
+def _custom(obj: Mapping[str, Any], rule: KindShape) -> Workload:
+    pods: list[PodView] = []
+    unmatched: list[tuple[KindShape, PodShape]] = []
+    for shape in rule.pods:
+        matches = walk(obj, shape.path)
+        if not matches and not shape.optional:
+            unmatched.append((rule, shape))
+        for path, value in matches:
+            if isinstance(value, Mapping):
+                pods.extend(_shaped(obj, shape, path, value))
+    return Workload(pods, tuple(unmatched), rule)
+
+
+def _shaped(
+    obj: Mapping[str, Any], shape: PodShape, path: Path, value: Mapping[str, Any]
+) -> Iterator[PodView]:
+    if shape.form == "template":
+        yield from _templates_at(obj, (), at=(path, value))
+        return
+    holders = [_holder(obj, path, value, at) for at in shape.labels] or [((*path,), {})]
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    for _, holder in holders:
+        labels.update(str_map(holder.get("labels")))
+        annotations.update(str_map(holder.get("annotations")))
+    spec: Mapping[str, Any] = value if shape.form == "pod" else {}
+    extra = _extra_containers(spec, path, value, shape)
+    yield PodView(spec, path, labels, annotations, holders[-1][0], extra)
+
+
+def _holder(
+    obj: Mapping[str, Any], path: Path, value: Mapping[str, Any], at: tuple[str, ...]
+) -> tuple[Path, Mapping[str, Any]]:
+    """The mapping that holds labels and annotations: relative to the match, or from
+    the object's root when the path starts with "$"."""
+    if at[:1] == (ROOT,):
+        found = walk(obj, at[1:])
+        return (at[1:], as_dict(found[0][1])) if found else (at[1:], {})
+    found = walk(value, at, path)
+    return (found[0][0], as_dict(found[0][1])) if found else ((*path, *at), {})
+
+
+def _extra_containers(
+    spec: Mapping[str, Any], path: Path, value: Mapping[str, Any], shape: PodShape
+) -> tuple[ContainerRef, ...]:
+    """Containers in fields of the kind's own (InferenceService's `model`, the Spark
+    driver itself, the Trainer's `trainer`), after the pod spec's usual lists."""
+    out: list[ContainerRef] = []
+    position = sum(len(spec[f]) for f in CONTAINER_FIELDS if type(spec.get(f)) is list)
+    for cshape in shape.containers:
+        for cpath, found in walk(value, cshape.path, path):
+            items = enumerate(found) if isinstance(found, list) else [(None, found)]
+            for index, item in items:
+                if not isinstance(item, Mapping):
+                    continue
+                at = cpath if index is None else (*cpath, index)
+                out.append(_container_ref(item, at, position, cshape))
+                position += 1
+    return tuple(out)
+
+
+def _container_ref(
+    item: Mapping[str, Any], at: Path, position: int, cshape: ContainerShape
+) -> ContainerRef:
+    """A container of the kind's own shape, read as a core container: its resources
+    moved to `resources` (a ResourceRequirements) so every check reads them one way."""
+    spec = dict(item)
+    if not isinstance(spec.get("name"), str):
+        named = [s for s in at if isinstance(s, str)]
+        spec["name"] = named[-1] if named else f"#{position}"
+    if cshape.gpu is not None:
+        gpu = as_dict(_get(item, cshape.gpu))
+        name, quantity = gpu.get("name"), gpu.get("quantity")
+        spec["resources"] = {"limits": {name: quantity}} if isinstance(name, str) else {}
+        return ContainerRef("containers", position, spec, at, None, (*at, *cshape.gpu, "quantity"))
+    if cshape.resources != ("resources",):
+        spec["resources"] = as_dict(_get(item, cshape.resources))
+        return ContainerRef("containers", position, spec, at, (*at, *cshape.resources))
+    return ContainerRef("containers", position, spec, at)
+
+
+def _get(node: Mapping[str, Any], steps: tuple[str, ...]) -> object:
+    value: object = node
+    for step in steps:
+        value = as_dict(value).get(step)
+    return value
+
+
+def _templates_at(
+    obj: Mapping[str, Any],
+    pattern: Sequence[str],
+    *,
+    at: tuple[Path, Any] | None = None,
+) -> Iterator[PodView]:
+    for path, template in [at] if at is not None else walk(obj, tuple(pattern)):
         if isinstance(template, Mapping):
             meta = as_dict(template.get("metadata"))
             yield PodView(
@@ -256,47 +354,6 @@ def _templates_at(obj: Mapping[str, Any], pattern: Sequence[str | int]) -> Itera
                 str_map(meta.get("annotations")),
                 (*path, "metadata"),
             )
-
-
-def _walk_fixed(node: Any, pattern: tuple[str | int, ...]) -> list[tuple[Path, Any]] | None:
-    """A pattern without "*" (every core kind) by plain lookups; None for a wildcard."""
-    if "*" in pattern:
-        return None
-    for step in pattern:
-        if not isinstance(node, Mapping) or step not in node:
-            return []
-        node = node[step]
-    return [(pattern, node)]
-
-
-def _walk(node: Any, pattern: tuple[str | int, ...], at: Path) -> Iterator[tuple[Path, Any]]:
-    """Every value at `pattern` ("*": any key or item) in document order, level by level:
-    no recursion, and a "*" that matches more than MAX_FAN_OUT entries is a WorkloadError."""
-    level: list[tuple[Path, Any]] = [(at, node)]
-    for step in pattern:
-        found: list[tuple[Path, Any]] = []
-        for path, value in level:
-            if step != "*":
-                if isinstance(value, Mapping) and step in value:
-                    found.append(((*path, step), value[step]))
-            elif isinstance(value, Mapping):
-                found.extend(((*path, _step(key)), item) for key, item in value.items())
-            elif isinstance(value, list):
-                found.extend(((*path, index), item) for index, item in enumerate(value))
-            if len(found) > MAX_FAN_OUT:
-                where = format_path(path) or "the object"
-                raise WorkloadError(
-                    f"{where}: more than {MAX_FAN_OUT} entries match the pod template path "
-                    f"{'.'.join(map(str, pattern))}: too many pod templates to judge"
-                )
-        level = found
-    yield from level
-
-
-def _step(key: object) -> str | int:
-    # JSON keys are strings; YAML's may be numbers, booleans or null, which
-    # kubectl writes as strings when it sends the object.
-    return key if type(key) is str else brief(key)
 
 
 def api_group(api_version: object) -> str:

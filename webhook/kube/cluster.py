@@ -13,7 +13,7 @@ import orjson
 from kubernetes import client as k8s
 
 from webhook.core.inventory import Inventory
-from webhook.core.workloads import TemplateRule
+from webhook.core.shapes import KindShape
 from webhook.errors import InventoryError
 from webhook.kube.client import (
     BUILTIN_WORKLOADS,
@@ -29,7 +29,7 @@ from webhook.sources.dumps import Sourced, Stage, no_stage
 
 
 def workload_resources(
-    client: k8s.ApiClient, custom: Sequence[TemplateRule], notes: list[str]
+    client: k8s.ApiClient, custom: Sequence[KindShape], notes: list[str]
 ) -> list[ResourceRef]:
     """Built-in workload kinds and the custom kinds the policies configure."""
     known = {(r.group, r.kind): r for r in CUSTOM_WORKLOADS}
@@ -41,7 +41,7 @@ def workload_resources(
     return out
 
 
-def discover(client: k8s.ApiClient, rule: TemplateRule, notes: list[str]) -> ResourceRef | None:
+def discover(client: k8s.ApiClient, rule: KindShape, notes: list[str]) -> ResourceRef | None:
     """The plural and version of a custom kind from API discovery; None (with a note)
     when the cluster does not serve it."""
     try:

@@ -5,13 +5,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path as FsPath
+from typing import Literal
 
 from pydantic import ValidationError
 
 from webhook.checks import registry
 from webhook.core.check import Check
-from webhook.core.policy import Policy, PolicyDocument, PolicySet, WorkloadKindsDocument
-from webhook.core.workloads import TemplateRule
+from webhook.core.policy import (
+    Action,
+    CustomKind,
+    Policy,
+    PolicyDocument,
+    PolicySet,
+    WorkloadKindsDocument,
+)
+from webhook.core.shapes import ContainerShape, KindShape, PodShape
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
 
@@ -54,7 +62,8 @@ def read_files(files: Sequence[FsPath], root: FsPath | None) -> list[tuple[str, 
 
 def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) -> PolicySet:
     policies: list[Policy] = []
-    kinds: list[TemplateRule] = []
+    kinds: list[KindShape] = []
+    settings: list[Action | Literal["ignore"]] = []
     errors: list[str] = []
     checks = registry()
     contents: list[tuple[str, bytes]] = []
@@ -67,7 +76,7 @@ def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) ->
         contents.append((str(path.relative_to(root) if root else path), data))
         try:
             for doc in iter_documents(data, source=str(path)):
-                _load_document(doc, str(path), checks, policies, kinds, errors)
+                _load_document(doc, str(path), checks, policies, (kinds, settings), errors)
         except ManifestError as exc:
             errors.append(str(exc))
     errors += _duplicates(policies)
@@ -75,7 +84,52 @@ def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) ->
         raise PolicyError("\n".join(errors))
     if not policies:
         raise PolicyError(f"{root or 'policy files'}: no GPUPolicy documents found")
-    return PolicySet(tuple(policies), tuple(kinds), files_digest(contents)[:16])
+    return PolicySet(
+        tuple(policies), tuple(kinds), files_digest(contents)[:16], _strictest(settings)
+    )
+
+
+def _strictest(settings: list[Action | Literal["ignore"]]) -> Action | Literal["ignore"]:
+    """Several WorkloadKinds documents may set unconfiguredGpuKinds: the strictest wins."""
+    order: tuple[Action | Literal["ignore"], ...] = ("deny", "warn", "dryrun", "ignore")
+    return min(settings, key=order.index) if settings else "warn"
+
+
+def kind_shape(c: CustomKind, *, source: str, action: Action) -> KindShape:
+    """A WorkloadKinds entry as the core reads it: dotted paths split into steps."""
+    pods = [
+        PodShape("template", _steps(t), optional=False)
+        if isinstance(t, str)
+        else PodShape("template", _steps(t.path), optional=t.optional)
+        for t in c.templates
+    ]
+    for p in c.podSpecs:
+        containers = tuple(
+            ContainerShape(_steps(x))
+            if isinstance(x, str)
+            else ContainerShape(_steps(x.path), _steps(x.resources), _opt_steps(x.gpu))
+            for x in p.containers
+        )
+        labels = tuple(_steps(at) for at in p.labelsAt)
+        pods.append(PodShape("pod", _steps(p.path), containers, labels, optional=p.optional))
+    for k in c.containers:
+        own = ContainerShape((), _steps(k.resources), _opt_steps(k.gpu))
+        labels = tuple(_steps(at) for at in k.labelsAt)
+        pods.append(PodShape("containers", _steps(k.path), (own,), labels, optional=k.optional))
+    return KindShape(c.group, c.kind, tuple(pods), source, action)
+
+
+def _steps(dotted: str) -> tuple[str, ...]:
+    """`spec.a.*.b` -> ("spec", "a", "*", "b"); "." is the match itself; "$." the root."""
+    if dotted == ".":
+        return ()
+    if dotted.startswith("$."):
+        return ("$", *dotted[2:].split("."))
+    return tuple(dotted.split("."))
+
+
+def _opt_steps(dotted: str | None) -> tuple[str, ...] | None:
+    return None if dotted is None else _steps(dotted)
 
 
 def _duplicates(policies: list[Policy]) -> list[str]:
@@ -94,7 +148,7 @@ def _load_document(
     source: str,
     checks: Mapping[str, Check],
     policies: list[Policy],
-    kinds: list[TemplateRule],
+    shapes: tuple[list[KindShape], list[Action | Literal["ignore"]]],
     errors: list[str],
 ) -> None:
     data = doc.data
@@ -114,10 +168,13 @@ def _load_document(
         errors.extend(_explain(exc, where, doc))
         return
     if isinstance(parsed, WorkloadKindsDocument):
-        kinds.extend(
-            TemplateRule(c.group, c.kind, tuple(tuple(t.split(".")) for t in c.templates))
-            for c in parsed.spec.customResources
+        kinds_spec, name = parsed.spec, parsed.metadata.name
+        action = kinds_spec.unmatchedPathAction
+        shapes[0].extend(
+            kind_shape(c, source=name, action=action) for c in kinds_spec.customResources
         )
+        if kinds_spec.unconfiguredGpuKinds is not None:
+            shapes[1].append(kinds_spec.unconfiguredGpuKinds)
         return
     where = f'{source}: document {doc.index} (GPUPolicy "{parsed.metadata.name}")'
     check = checks.get(parsed.spec.check)
