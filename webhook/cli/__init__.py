@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from webhook import __version__
+from webhook.cli.lazy import LazyGroup
 from webhook.core.policy import PolicySet
 from webhook.errors import GpuAdmissionError
 from webhook.sources.policy_files import load_policy_dir
@@ -70,7 +71,19 @@ inventory_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Commands that live in their own modules, imported when run (see LazyGroup).
+_COMMANDS = {
+    "audit": "webhook.cli.audit:audit",
+    "certs": "webhook.cli.certs:certs",
+    "diff": "webhook.cli.diff:diff",
+    "serve": "webhook.cli.serve:serve",
+    "test": "webhook.cli.test:test_command",
+}
+
+
+@click.group(
+    cls=LazyGroup, lazy=_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, prog_name="gpu-admission")
 def main() -> None:
     """Policy-as-code admission for Kubernetes GPU workloads."""
@@ -121,23 +134,6 @@ def check(
         click.echo(render_text(run, colour=color), color=color)
     sys.exit(run.exit_code)
 
-
-# Commands that live in their own modules. One line each; keep this block last.
-def _register_commands() -> None:
-    from webhook.cli.audit import audit
-    from webhook.cli.certs import certs
-    from webhook.cli.diff import diff
-    from webhook.cli.serve import serve
-    from webhook.cli.test import test_command
-
-    main.add_command(serve)
-    main.add_command(certs)
-    main.add_command(audit)
-    main.add_command(diff)
-    main.add_command(test_command)
-
-
-_register_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()
