@@ -108,7 +108,7 @@ def check(
 
     Exit 0: nothing denied; 1: deny findings; 2: usage or input errors.
     """
-    from webhook.commands.check import check_paths
+    from webhook.commands.parallel import check_files
     from webhook.reports.check import render_json, render_text
     from webhook.sources.files import read_inventory
 
@@ -117,7 +117,7 @@ def check(
         inv = read_inventory(inventory)
     except GpuAdmissionError as exc:
         raise InputError(f"inventory did not load: {exc}") from None
-    run = check_paths(paths, policy_set=policy_set, inventory=inv)
+    run = check_files(paths, policy_set=policy_set, inventory=inv)  # large inputs: all CPUs
     if output == "json":
         click.echo(render_json(run))
     elif output == "sarif":
