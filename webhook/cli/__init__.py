@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from webhook import __version__
+from webhook.cli.lazy import LazyGroup
 from webhook.core.policy import PolicySet
 from webhook.errors import GpuAdmissionError
 from webhook.sources.policy_files import load_policy_dir
@@ -70,7 +71,19 @@ inventory_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Commands that live in their own modules, imported when run (see LazyGroup).
+_COMMANDS = {
+    "audit": "webhook.cli.audit:audit",
+    "certs": "webhook.cli.certs:certs",
+    "diff": "webhook.cli.diff:diff",
+    "serve": "webhook.cli.serve:serve",
+    "test": "webhook.cli.test:test_command",
+}
+
+
+@click.group(
+    cls=LazyGroup, lazy=_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, prog_name="gpu-admission")
 def main() -> None:
     """Policy-as-code admission for Kubernetes GPU workloads."""
@@ -95,7 +108,7 @@ def check(
 
     Exit 0: nothing denied; 1: deny findings; 2: usage or input errors.
     """
-    from webhook.commands.check import check_paths
+    from webhook.commands.parallel import check_files
     from webhook.reports.check import render_json, render_text
     from webhook.sources.files import read_inventory
 
@@ -104,7 +117,7 @@ def check(
         inv = read_inventory(inventory)
     except GpuAdmissionError as exc:
         raise InputError(f"inventory did not load: {exc}") from None
-    run = check_paths(paths, policy_set=policy_set, inventory=inv)
+    run = check_files(paths, policy_set=policy_set, inventory=inv)  # large inputs: all CPUs
     if output == "json":
         click.echo(render_json(run))
     elif output == "sarif":
@@ -121,23 +134,6 @@ def check(
         click.echo(render_text(run, colour=color), color=color)
     sys.exit(run.exit_code)
 
-
-# Commands that live in their own modules. One line each; keep this block last.
-def _register_commands() -> None:
-    from webhook.cli.audit import audit
-    from webhook.cli.certs import certs
-    from webhook.cli.diff import diff
-    from webhook.cli.serve import serve
-    from webhook.cli.test import test_command
-
-    main.add_command(serve)
-    main.add_command(certs)
-    main.add_command(audit)
-    main.add_command(diff)
-    main.add_command(test_command)
-
-
-_register_commands()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

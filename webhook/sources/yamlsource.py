@@ -25,6 +25,7 @@ import yaml
 from webhook.core.paths import Path
 from webhook.errors import ManifestError
 from webhook.sources.bounds import MAX_DEPTH
+from webhook.sources.yamlfast import MemoResolver, Unusual, build
 
 try:  # the libyaml C parser: several times faster, same results
     _Base: Any = yaml.CSafeLoader
@@ -61,7 +62,7 @@ def _marked(method: Callable[..., Any]) -> Callable[[Any, yaml.Node], Any]:
 
 
 @bound_constructors
-class _Loader(_Base):  # type: ignore[misc]
+class _Loader(MemoResolver, _Base):  # type: ignore[misc]
     pass
 
 
@@ -92,12 +93,22 @@ def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
                 if not shallow(node):
                     expansion.measure(node)
                     expansion.forget()  # an anchor names a node in its own document only
-                data = loader.construct_document(node)
+                data = _construct(loader, node, anchors=shallow.anchors)
                 index += 1
                 if data is not None:
                     yield Document(index, node.start_mark.line + 1, data, node)
     finally:
         loader.dispose()
+
+
+def _construct(loader: Any, node: yaml.Node, *, anchors: bool) -> Any:
+    """The document's data: without anchors (nothing shared) by the direct walk."""
+    if not anchors:
+        try:
+            return build(loader, node)
+        except Unusual:
+            pass
+    return loader.construct_document(node)
 
 
 @contextlib.contextmanager
@@ -133,8 +144,16 @@ class _ShallowTest:
             self._text: str | bytes | None = text if ascii_text else None
             self._openers: tuple[Any, ...] = tuple(c.encode() for c in self._OPENERS)
             self._anchors = ascii_text and b"&" in text
+            # Any encoding libyaml reads (UTF-8, UTF-16) writes "&" with a 0x26 byte.
+            self._ampersand = b"&" in text
         else:
             self._text, self._openers, self._anchors = text, self._OPENERS, "&" in text
+            self._ampersand = self._anchors
+
+    @property
+    def anchors(self) -> bool:
+        """Whether the stream may hold an anchor (so an alias may share a node)."""
+        return self._ampersand
 
     def __call__(self, node: yaml.Node) -> bool:
         if self._anchors or self._text is None:

@@ -1,0 +1,90 @@
+"""Large inputs across processes: `check` by files, with the single-process output.
+
+A pull request touches a few files: one process, no pool. A repository of thousands of
+manifests is parsed (most of the cost: YAML) by one forked worker per CPU, each taking
+contiguous runs of files in their order; the runs' results are put back in that order,
+so findings, errors, counts and exit codes are those of `check_paths` on the same files.
+
+Workers are forked (the policy set and the inventory are inherited, never pickled):
+where fork is not available, or for stdin, everything runs in this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Sequence
+
+from webhook.commands.check import Run, check_paths, placed
+from webhook.core.inventory import Inventory
+from webhook.core.policy import PolicySet
+from webhook.sources.files import expand_paths
+
+# Below this many files a pool costs more than it saves (measured with bench/peers.py:
+# forking two workers and collecting their runs is ~30 ms, a file ~0.1-0.3 ms).
+MIN_FILES = 400
+_RUNS_PER_WORKER = 8  # smaller runs even out workers whose files differ in size
+
+# What a forked worker judges with: set in the parent just before the pool forks.
+_shared: tuple[PolicySet, Inventory] | None = None
+
+
+def workers_available() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def check_files(
+    paths: Sequence[str],
+    *,
+    policy_set: PolicySet,
+    inventory: Inventory,
+    workers: int | None = None,
+    min_files: int = MIN_FILES,
+) -> Run:
+    """`check_paths`, split across `workers` processes (default: one per CPU) when there
+    are at least `min_files` files; the same Run either way."""
+    files = list(expand_paths(paths))
+    workers = workers_available() if workers is None else workers
+    if workers < 2 or len(files) < min_files or "-" in files or not _can_fork():
+        return check_paths(files, policy_set=policy_set, inventory=inventory)
+    runs = _chunks(files, workers * _RUNS_PER_WORKER)
+    global _shared
+    _shared = (policy_set, inventory)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return merged(pool.map(_check_chunk, runs, chunksize=1))
+    finally:
+        _shared = None
+
+
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _chunks(files: list[str], count: int) -> list[list[str]]:
+    size = -(-len(files) // count)
+    return [files[i : i + size] for i in range(0, len(files), size)]
+
+
+def _check_chunk(files: list[str]) -> Run:
+    assert _shared is not None, "a worker forked without the policy set"
+    policy_set, inventory = _shared
+    return check_paths(files, policy_set=policy_set, inventory=inventory)
+
+
+def merged(runs: Sequence[Run]) -> Run:
+    """Runs of consecutive files, in their order, as one run over all of them: results
+    placed as `check_paths` places them, errors and skip reasons in first-seen order."""
+    total = Run()
+    for run in runs:
+        total.results.extend(run.results)
+        total.errors.extend(run.errors)
+        total.files += run.files
+        total.objects += run.objects
+        total.evaluated += run.evaluated
+        total.skipped.update(run.skipped)
+    total.results = placed(total.results)
+    return total
