@@ -120,3 +120,23 @@ def test_parallel_cli_prints_what_one_process_finds(
     proc = gpu_admission("check", "-o", "json", "--inventory", NODES, str(tmp_path))
     assert proc.returncode == single.exit_code == 1
     assert json.loads(proc.stdout) == json.loads(render_json(single))
+
+
+def test_a_claim_template_resolves_across_the_parts_of_a_parallel_check(tmp_path: Path) -> None:
+    # The Pod names a ResourceClaimTemplate that only another file (another part) holds.
+    cluster = yaml.safe_load((ROOT / "examples/dra/cluster.yaml").read_text())
+    (template,) = [o for o in cluster["items"] if o["kind"] == "ResourceClaimTemplate"]
+    cluster["items"].remove(template)
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    inventory = read_inventory(str(tmp_path / "cluster.yaml"))
+    policy_set = load_policy_dir(POLICIES)
+    pod = tmp_path / "a-pod.yaml"
+    shutil.copy(ROOT / "examples/dra/good/pod-with-template.yaml", pod)
+    (tmp_path / "z-template.yaml").write_text(yaml.safe_dump(template))
+    alone = check_paths([str(pod)], policy_set=policy_set, inventory=inventory)
+    assert [r.finding.rule for r in alone.results] == ["missing-claim-source"]
+    paths = [str(pod), str(tmp_path / "z-template.yaml")]
+    single = check_paths(paths, policy_set=policy_set, inventory=inventory)
+    split = check_files(paths, policy_set=policy_set, inventory=inventory, workers=2, min_files=1)
+    assert not single.results
+    assert render_json(split) == render_json(single)

@@ -44,6 +44,21 @@ def check_paths(paths: Sequence[str], *, policy_set: PolicySet, inventory: Inven
     return run
 
 
+def with_dra_of_files(inventory: Inventory, names: Sequence[str]) -> Inventory:
+    """The DRA objects of any of these files joined to the inventory, for runs that judge
+    the files in parts (parallel check): a claim template in one part resolves for a Pod
+    in another. Only files that name the DRA group are parsed."""
+    files: list[tuple[str, Sequence[object] | ManifestError]] = []
+    for name in names:
+        try:
+            data = read_text(name)
+            if DRA_GROUP.encode() in data:
+                files.append((name, list(iter_objects(name, data))))
+        except ManifestError:
+            continue  # reported by the part that holds the file
+    return with_input_dra(inventory, files)
+
+
 def with_input_dra(
     inventory: Inventory, files: Sequence[tuple[str, Sequence[object] | ManifestError]]
 ) -> Inventory:

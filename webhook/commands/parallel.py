@@ -15,7 +15,7 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 
-from webhook.commands.check import Run, check_paths, placed
+from webhook.commands.check import Run, check_paths, placed, with_dra_of_files
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 from webhook.sources.files import expand_paths
@@ -52,7 +52,7 @@ def check_files(
         return check_paths(files, policy_set=policy_set, inventory=inventory)
     runs = _chunks(files, workers * _RUNS_PER_WORKER)
     global _shared
-    _shared = (policy_set, inventory)
+    _shared = (policy_set, with_dra_of_files(inventory, files))  # references across parts
     try:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
             return merged(pool.map(_check_chunk, runs, chunksize=1))
