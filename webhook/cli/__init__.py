@@ -126,6 +126,7 @@ def check(
 def _register_commands() -> None:
     from webhook.cli.audit import audit
     from webhook.cli.certs import certs
+    from webhook.cli.diagnose import diagnose
     from webhook.cli.diff import diff
     from webhook.cli.serve import serve
     from webhook.cli.test import test_command
@@ -135,6 +136,7 @@ def _register_commands() -> None:
     main.add_command(audit)
     main.add_command(diff)
     main.add_command(test_command)
+    main.add_command(diagnose)
 
 
 _register_commands()
