@@ -8,6 +8,7 @@ from webhook.core.diagnosis.evidence import Fact, Finding
 from webhook.core.diagnosis.gpunodes import (
     MIG_CONFIG,
     MIG_STATE,
+    PAUSED,
     PLUGIN_DEPLOY,
     PRODUCT,
     Broken,
@@ -15,7 +16,7 @@ from webhook.core.diagnosis.gpunodes import (
     closest,
     mig_single_products,
 )
-from webhook.core.mig_catalog import profile_for_resource
+from webhook.core.mig_catalog import catalog_resource_names, profile_for_resource
 from webhook.core.text import listing, plural
 
 
@@ -29,21 +30,38 @@ def absent(case: Case, resource: str) -> Finding:
 
 
 def broken_finding(case: Case, resource: str, broken: list[Broken]) -> Finding:
+    """Nodes that would offer `resource` but for a MIG change or their device plugin.
+    Other nodes may offer it: then the Pod's placement keeps it to these."""
+    elsewhere = bool(case.cluster.offering(resource))
     mig = [b for b in broken if b.domain == "mig-reconfiguring"]
     if mig:
-        return _mig(case, resource, mig, len(broken) - len(mig))
-    return _plugin(case, resource, broken)
+        return _mig(case, resource, mig, len(broken) - len(mig), elsewhere)
+    return _plugin(case, resource, broken, elsewhere)
 
 
-def _mig(case: Case, resource: str, nodes: list[Broken], others: int) -> Finding:
+def _where(nodes: list[Broken]) -> str:
+    first = nodes[0].node.name
+    return f"node {first}" if len(nodes) == 1 else f"{plural(len(nodes), 'node')} ({first}, ...)"
+
+
+def _offer_fact(b: Broken, resource: str) -> Fact:
+    have = b.node.allocatable.get(resource)
+    return node_fact(b.node, f"allocatable {resource}", "absent" if have is None else str(have))
+
+
+def _scope(resource: str, elsewhere: bool) -> str:
+    if elsewhere:
+        return f"the nodes that offer {resource} are outside the Pod's placement"
+    return "no other node offers it"
+
+
+def _mig(case: Case, resource: str, nodes: list[Broken], others: int, elsewhere: bool) -> Finding:
     facts: list[Fact] = []
     for b in nodes[:SHOWN_NODES]:
-        facts += [
-            label_fact(b.node, MIG_STATE),
-            label_fact(b.node, MIG_CONFIG),
-            node_fact(b.node, b.why),
-        ]
-        facts.append(node_fact(b.node, f"status.allocatable {resource}", "absent"))
+        facts += [label_fact(b.node, MIG_STATE), label_fact(b.node, MIG_CONFIG)]
+        paused = sorted(k for k, v in b.node.labels.items() if v == PAUSED)
+        facts += [label_fact(b.node, k) for k in paused]
+        facts.append(_offer_fact(b, resource))
         manager = case.cluster.daemon(b.node.name, "mig-manager")
         if manager is not None:
             facts.append(node_fact(b.node, f"MIG manager Pod {manager.pod}", manager.state()))
@@ -51,14 +69,10 @@ def _mig(case: Case, resource: str, nodes: list[Broken], others: int) -> Finding
     first = nodes[0].node
     state = first.labels.get(MIG_STATE, "")
     config = first.labels.get(MIG_CONFIG, "")
-    where = (
-        f"node {first.name}"
-        if len(nodes) == 1
-        else f"{plural(len(nodes), 'node')} ({first.name}, ...)"
-    )
+    doing = "failed to reconfigure" if state == "failed" else "is reconfiguring"
     verdict = (
-        f"no node offers {resource} while the MIG manager reconfigures {where} "
-        f"({nodes[0].why}): the MIG resources are gone until it is done"
+        f"the MIG manager {doing} {_where(nodes)} ({nodes[0].why}), which offers no {resource} "
+        f"meanwhile, and {_scope(resource, elsewhere)}"
     )
     layout = _layout_lacks(config, resource)
     if layout:
@@ -67,7 +81,7 @@ def _mig(case: Case, resource: str, nodes: list[Broken], others: int) -> Finding
     logs = (
         f"kubectl logs -n {manager.pod.replace('/', ' ', 1)}"
         if manager
-        else ("kubectl logs -n <gpu-operator namespace> -l app=nvidia-mig-manager")
+        else "kubectl logs -n <GPU Operator namespace> -l app=nvidia-mig-manager"
     )
     if state == "failed":
         action = (
@@ -88,42 +102,36 @@ def _mig(case: Case, resource: str, nodes: list[Broken], others: int) -> Finding
 def _layout_lacks(config: str, resource: str) -> str:
     """The target layout `all-<profile>` names another profile than the one asked for."""
     profile = profile_for_resource(resource)
-    if (
-        not profile
-        or not config.startswith("all-")
-        or config in ("all-balanced", "all-disabled", "all-enabled")
-    ):
+    generic = ("all-balanced", "all-disabled", "all-enabled")
+    if not profile or not config.startswith("all-") or config in generic:
         return ""
-    target = config.removeprefix("all-")
-    if target == profile:
+    if config.removeprefix("all-") == profile:
         return ""
-    return f"and the layout it applies ({MIG_CONFIG}={config}) has no {profile} slices"
+    return f"the layout it applies ({MIG_CONFIG}={config}) has no {profile} slices either"
 
 
-def _plugin(case: Case, resource: str, nodes: list[Broken]) -> Finding:
+def _plugin(case: Case, resource: str, nodes: list[Broken], elsewhere: bool) -> Finding:
     facts: list[Fact] = []
     for b in nodes[:SHOWN_NODES]:
         facts += [
             label_fact(b.node, "nvidia.com/gpu.present"),
             label_fact(b.node, "nvidia.com/gpu.count"),
             label_fact(b.node, PLUGIN_DEPLOY),
-            node_fact(b.node, b.why),
+            _offer_fact(b, resource),
         ]
         plugin = case.cluster.daemon(b.node.name, "device-plugin")
-        if plugin is None:
-            facts.append(node_fact(b.node, "device plugin Pod", "none on this node"))
-        elif plugin.running:
-            facts.append(node_fact(b.node, f"device plugin Pod {plugin.pod}", plugin.state()))
+        name, state = (
+            (f"device plugin Pod {plugin.pod}", plugin.state())
+            if plugin
+            else ("device plugin Pod", "none on this node")
+        )
+        facts.append(node_fact(b.node, name, state))
     facts += more_nodes(len(nodes), SHOWN_NODES)
     first = nodes[0].node
-    where = (
-        f"node {first.name}"
-        if len(nodes) == 1
-        else f"{plural(len(nodes), 'node')} ({first.name}, ...)"
-    )
+    has = "has" if len(nodes) == 1 else "have"
     verdict = (
-        f"GPU Feature Discovery says {where} has GPUs, but no node offers {resource}: "
-        f"the device plugin has not registered it ({nodes[0].why})"
+        f"GPU Feature Discovery says {_where(nodes)} {has} GPUs, but the device plugin has not "
+        f"registered {resource} there ({nodes[0].why}), and {_scope(resource, elsewhere)}"
     )
     plugin = case.cluster.daemon(first.name, "device-plugin")
     if first.labels.get(PLUGIN_DEPLOY) == "false":
@@ -157,10 +165,13 @@ def not_advertised(case: Case, resource: str) -> Finding:
         Fact("cluster", f"advertised {vendor} GPU resources", listing(names, 8) or "none"),
     ]
     verdict = (
-        f"no node advertises {resource}: the scheduler reports it as Insufficient on every node"
+        f"no node advertises {resource}, so the scheduler finds it Insufficient on every node "
+        f"that passes its other filters"
     )
     single = mig_single_products(cluster, resource)
-    close = closest(resource, names)
+    is_mig = resource.startswith("nvidia.com/mig-")
+    slices = [n for n in names if n.startswith("nvidia.com/mig-")]
+    close = closest(resource, slices if is_mig else names)
     mixed = cluster.inventory.index.label_bits("nvidia.com/mig.strategy", "mixed")
     if single:
         product, count = single[0]
@@ -181,8 +192,17 @@ def not_advertised(case: Case, resource: str) -> Finding:
         action = f"fix the resource name to {close[0]}" + (
             f" (or {' or '.join(close[1:])})" if len(close) > 1 else ""
         )
+    elif is_mig and not slices:
+        known = sorted(n for n in catalog_resource_names() if n.startswith("nvidia.com/mig-"))
+        near = closest(resource, known)
+        verdict += "; no node offers MIG slices at all"
+        if near and near[0] != resource:
+            verdict += f" (the nearest MIG name is {near[0]})"
+        action = (
+            "request whole GPUs (nvidia.com/gpu), or have the MIG manager partition some GPUs "
+            "(label nvidia.com/mig.config) under the mixed strategy so that the slice is offered"
+        )
     elif resource == "nvidia.com/gpu" and mixed:
-        slices = [n for n in names if n.startswith("nvidia.com/mig-")]
         verdict += (
             f"; {plural(mixed.bit_count(), 'node')} run the MIG mixed strategy and offer slices"
         )

@@ -22,7 +22,7 @@ from webhook.core.diagnosis.gpunodes import broken_nodes
 from webhook.core.diagnosis.placement import placement
 from webhook.core.diagnosis.room import exceeds, exhausted
 from webhook.core.diagnosis.scheduler import parse_message
-from webhook.core.diagnosis.units import shown
+from webhook.core.diagnosis.units import PODS, shown
 from webhook.core.diagnosis.verdicts import excluded, fits, gated, no_gpu, unavailable
 from webhook.core.gpuresources import GpuResources
 
@@ -58,7 +58,7 @@ def diagnose(
         facts=facts,
         candidates=candidates.bit_count(),
         candidate_nodes=tuple(names),
-        requests={r: shown(r, n) for r, n in pod.want.items()},
+        requests={r: shown(r, n) for r, n in pod.want.items() if r != PODS},
         scheduler_message=event.message if event else None,
         scheduler_time=event.time if event else None,
         agreement=agreement,

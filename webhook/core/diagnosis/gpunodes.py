@@ -35,7 +35,7 @@ class Broken:
 
     node: NodeFacts
     domain: str  # mig-reconfiguring | plugin-not-registered
-    why: str  # as a fact: "label nvidia.com/mig.config.state=failed"
+    why: str  # for a verdict: "label nvidia.com/mig.config.state=failed"
 
 
 def is_nvidia(resource: str) -> bool:
@@ -61,18 +61,17 @@ def plugin_problem(
     if not _has_gpus(node, resource):
         return None
     if labels.get(PLUGIN_DEPLOY) == "false":
-        return f"label {PLUGIN_DEPLOY}=false (the GPU Operator runs no device plugin here)"
+        return f"label {PLUGIN_DEPLOY}=false: the GPU Operator runs no device plugin there"
     plugin = cluster.daemon(node.name, "device-plugin")
     if plugin is not None and not plugin.running:
-        return f"device plugin Pod {plugin.pod} is {plugin.state()}"
+        return f"its Pod {plugin.pod} is {plugin.state()}"
     offered = [r for r, n in node.node.allocatable.items() if gpus.is_gpu(r) and is_nvidia(r)]
     profile = mig_catalog.profile_for_resource(resource)
     count = labels.get(f"nvidia.com/mig-{profile}.count") if profile else None
     if offered and not (count and _positive(count)):
         return None  # it offers other GPU resources: a name or MIG layout matter
     shown = node.allocatable.get(resource)
-    have = f"allocatable {resource} = {shown}" if shown is not None else f"no {resource}"
-    return f"{have} in status.allocatable: the device plugin has not registered it"
+    return f"allocatable {resource} = {shown}" if shown is not None else "not in allocatable"
 
 
 def _has_gpus(node: NodeFacts, resource: str) -> bool:

@@ -17,7 +17,6 @@ from typing import Any
 from webhook.core.diagnosis.cluster import ClusterFacts
 from webhook.core.idsets import as_bits
 from webhook.core.nodes import Taint
-from webhook.core.scheduling import taint_text
 from webhook.core.selection import HARD_EFFECTS, allowed, tolerates
 from webhook.core.workloads import as_dict, as_list
 
@@ -97,16 +96,16 @@ def _placement(spec: Mapping[str, Any], cluster: ClusterFacts) -> Placement:
     tolerations = [as_dict(t) for t in as_list(spec.get("tolerations"))]
     down: list[tuple[str, int]] = []
     if cluster.cordoned and not any(tolerates(t, _CORDON) for t in tolerations):
-        down.append(("cordoned (spec.unschedulable)", cluster.cordoned))
+        down.append(("cordoned", cluster.cordoned))
     if cluster.not_ready:
         down.append(("not Ready", cluster.not_ready))
     for taint, nodes in index.taints.items():
         if taint.effect not in HARD_EFFECTS or any(tolerates(t, taint) for t in tolerations):
             continue
         if taint.key in AVAILABILITY_TAINTS:
-            down.append((f"taint {taint_text(taint)}", as_bits(nodes)))
+            down.append((f"taint {taint_words(taint)}", as_bits(nodes)))
         else:
-            text = f"taint {taint_text(taint)}"
+            text = f"taint {taint_words(taint)}"
             rules.append(Rule("taint", text, everything & ~as_bits(nodes), taint.key))
     placed = everything
     for rule in rules:
@@ -115,6 +114,12 @@ def _placement(spec: Mapping[str, Any], cluster: ClusterFacts) -> Placement:
     for _, nodes in down:
         unavailable |= nodes
     return Placement(tuple(rules), placed, tuple(down), unavailable)
+
+
+def taint_words(taint: Taint) -> str:
+    """`key=value:Effect`, or `key:Effect` without a value, as kubectl writes a taint."""
+    value = f"={taint.value}" if taint.value else ""
+    return f"{taint.key}{value}:{taint.effect}"
 
 
 def _in_expression(affinity: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:

@@ -15,7 +15,7 @@ from webhook.core.diagnosis.case import (
 from webhook.core.diagnosis.evidence import Fact, Finding
 from webhook.core.diagnosis.requests import container_requests
 from webhook.core.diagnosis.units import PODS, shown
-from webhook.core.text import listing, plural
+from webhook.core.text import listing
 from webhook.core.workloads import as_list
 
 
@@ -24,10 +24,14 @@ def exceeds(case: Case, pool: int) -> Finding:
     cluster, want = case.cluster, case.pod.want
     scope = f"node offering {listing(list(case.gpu_want), 2)}" if case.gpu_want else "node"
     over = []
+    likely = pool & case.place.placed & ~case.place.unavailable
     for resource, n in want.items():
         best = largest(cluster, resource, pool)
-        if resource != PODS and best is not None and n > best[0]:
-            over.append((resource, n, best))
+        if resource == PODS or best is None or n <= best[0]:
+            continue
+        # The example node: one the Pod could use, if one of them has that much.
+        better = largest(cluster, resource, likely) if likely else None
+        over.append((resource, n, better if better and better[0] == best[0] else best))
     facts = [
         Fact(f"Pod {case.pod.ref}", f"requests {r}", _per_container(case, r)) for r, _, _ in over
     ]
@@ -107,30 +111,39 @@ def exhausted(case: Case, up: int, fit: Fit) -> Finding:
                 )
             )
     facts += more_nodes(len(fit.lacking), len(shown_nodes))
-    short = ", ".join(f"{n} lack {r}" for r, n in fit.short.most_common())
     first = cluster.nodes[shown_nodes[0][0]]
     if other:
-        i, miss = other[0]
-        r = miss[0]
-        free = shown(r, max(cluster.free(i, r), 0))
-        verdict = (
-            f"GPUs are free on {plural(len(other), 'node')} that could take it, but they lack "
-            f"{listing(list(dict.fromkeys(m for _, ms in other for m in ms)), 3)} (of "
-            f"{plural(total, 'candidate node')}: {short})"
+        r = fit_short(other)
+        ids = [i for i, _ in other]
+        where = (
+            f"node {cluster.nodes[ids[0]].name}, which"
+            if len(ids) == 1
+            else (f"{len(ids)} of the {total} candidate nodes, which")
         )
+        lack = "it lacks" if len(ids) == 1 else "they lack"
+        verdict = (
+            f"GPUs are free on {where} could take it, but {lack} {r} ({_most_free(case, r, ids)})"
+        )
+        free = shown(r, max(cluster.free(ids[0], r), 0))
         action = (
-            f"free {r} on node {first.name} ({free} free, the Pod asks {shown(r, pod.want[r])}): "
-            f"lower the Pod's {r} request, or keep Pods that use no GPU off the GPU nodes (a "
-            f"taint on them does)"
+            f"free {r} on node {cluster.nodes[ids[0]].name} ({free} free, the Pod asks "
+            f"{shown(r, pod.want[r])}): lower the Pod's {r} request, or keep Pods that use no "
+            f"GPU off the GPU nodes (a taint on them does)"
         )
     else:
+        r = fit_short(list(fit.lacking))
+        ids = [i for i, miss in fit.lacking if r in miss]
+        lack = (
+            "the one candidate node lacks"
+            if total == 1
+            else (f"{len(ids)} of the {total} candidate nodes lack")
+        )
+        verdict = (
+            f"no node that could take it has room now: {lack} {r} ({_most_free(case, r, ids)})"
+        )
         names = [h.pod for h in holders(cluster, shown_nodes[0][0], gpu)[:2]]
         held = f" (held by {listing(names, 2)})" if names else ""
-        verdict = (
-            f"every node that could take it is full: {plural(total, 'candidate node')}, {short}"
-        )
-        what = listing(list(gpu), 2) or "room"
-        action = f"wait for {what} to free up on node {first.name}{held}, or add nodes"
+        action = f"wait for {r} to free up on node {first.name}{held}, or add nodes"
     preempt, note = _preemption(case, up)
     facts.append(
         Fact(
@@ -143,6 +156,26 @@ def exhausted(case: Case, up: int, fit: Fit) -> Finding:
     if preempt:
         action += f"; {preempt}"
     return Finding("capacity-exhausted", verdict, action, tuple(facts))
+
+
+def fit_short(lacking: list[tuple[int, tuple[str, ...]]]) -> str:
+    """The resource most of these nodes lack (the first named on a tie)."""
+    counts: dict[str, int] = {}
+    for _, miss in lacking:
+        for r in miss:
+            counts[r] = counts.get(r, 0) + 1
+    return max(counts, key=lambda r: counts[r])
+
+
+def _most_free(case: Case, resource: str, ids: list[int]) -> str:
+    cluster = case.cluster
+    best = max(ids, key=lambda i: (cluster.free(i, resource), -i))
+    free = shown(resource, max(cluster.free(best, resource), 0))
+    asks = shown(resource, case.pod.want[resource])
+    if len(ids) == 1:
+        have = shown(resource, cluster.nodes[best].allocatable.get(resource, 0))
+        return f"{free} free of {have}; the Pod asks {asks}"
+    return f"the most free on one is {free}, node {cluster.nodes[best].name}; the Pod asks {asks}"
 
 
 def _preemption(case: Case, up: int) -> tuple[str, str]:
