@@ -32,8 +32,15 @@ def start(directory: Path) -> Path:
     return Path(run.stdout.strip())
 
 
-def stop(directory: Path) -> None:
-    subprocess.run([str(KIT / "stop"), str(directory)], capture_output=True, timeout=60)
+def stop(directory: Path, *, wait: bool = True) -> None:
+    """Stop what `start` recorded in `directory`. Stopping takes the kit 7-9 s (each
+    component's graceful shutdown); `wait=False` leaves that to a process of its own."""
+    cmd = [str(KIT / "stop"), str(directory)]
+    if wait:
+        subprocess.run(cmd, capture_output=True, timeout=60)
+    else:
+        out = subprocess.DEVNULL
+        subprocess.Popen(cmd, stdout=out, stderr=out, start_new_session=True)
 
 
 def kubectl(kubeconfig: Path, *args: str) -> str:

@@ -148,12 +148,12 @@ class Diagnoser:
             if phase not in TERMINAL_PHASES:
                 self._bound(obj, meta, spec, str(node))
             if self.only:
-                self._remember(obj, f"{phase} on node {node}")
+                self._remember(obj, f"bound to node {node} (phase {phase})")
         elif phase == "Pending":
             self._pending_count += 1
             self._consider(obj)
         elif self.only:
-            self._remember(obj, str(phase))
+            self._remember(obj, f"phase {phase}")
 
     def _bound(
         self, obj: Mapping[str, Any], meta: Mapping[str, Any], spec: Mapping[str, Any], node: str
@@ -226,7 +226,7 @@ class Diagnoser:
             if state is None:
                 errors.append(f"Pod {ref} not found")
             elif state != "Pending":
-                notes.append(f"Pod {ref} is not Pending: {state}")
+                notes.append(f"Pod {ref} is not waiting for the scheduler: {state}")
         if not self._nodes:
             notes.append("no Nodes were read: every GPU resource looks unadvertised")
         return DiagnoseReport(
