@@ -187,6 +187,10 @@ def not_advertised(case: Case, resource: str) -> Finding:
             f"request nvidia.com/gpu instead of {resource} and select those nodes with "
             f"nodeSelector {PRODUCT}={product}"
         )
+    elif resource == "nvidia.com/gpu" and mixed and slices:
+        run = "1 node runs" if mixed.bit_count() == 1 else f"{mixed.bit_count()} nodes run"
+        verdict += f"; {run} the MIG mixed strategy and offer slices"
+        action = f"request a MIG slice instead: {listing(slices, 4)}"
     elif close:
         verdict += f"; did you mean {' or '.join(close)}?"
         action = f"fix the resource name to {close[0]}" + (
@@ -202,11 +206,6 @@ def not_advertised(case: Case, resource: str) -> Finding:
             "request whole GPUs (nvidia.com/gpu), or have the MIG manager partition some GPUs "
             "(label nvidia.com/mig.config) under the mixed strategy so that the slice is offered"
         )
-    elif resource == "nvidia.com/gpu" and mixed:
-        verdict += (
-            f"; {plural(mixed.bit_count(), 'node')} run the MIG mixed strategy and offer slices"
-        )
-        action = f"request a MIG slice instead: {listing(slices, 4)}"
     elif names:
         action = f"request one of the advertised names: {listing(names, 4)}"
     else:
