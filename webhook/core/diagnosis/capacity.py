@@ -9,7 +9,7 @@ the victims' own needs are not weighed, so "could help" is an upper bound).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.core.diagnosis.cluster import ClusterFacts
@@ -20,8 +20,9 @@ from webhook.core.diagnosis.requests import Want
 @dataclass(frozen=True, slots=True)
 class Fit:
     fits: int  # nodes with room for the whole request now
-    short: Counter[str]  # resource -> how many of the nodes lack it
     lacking: tuple[tuple[int, tuple[str, ...]], ...]  # (node id, the resources it lacks)
+    short: Mapping[str, int]  # resource -> the nodes that lack it
+    gpus_free: int  # the nodes with room for the GPU resources, that lack something else
 
 
 def _key(want: Want) -> tuple[tuple[str, int], ...]:
@@ -44,37 +45,65 @@ def can_hold(cluster: ClusterFacts, want: Want, bits: int) -> int:
     return int(found)
 
 
-def fit_now(cluster: ClusterFacts, want: Want, bits: int) -> Fit:
+def fit_now(cluster: ClusterFacts, want: Want, bits: int, *, gpus: frozenset[str]) -> Fit:
     """Which nodes of `bits` have room now, and what the others lack."""
-    key = ("fit", _key(want), bits)
+    key = ("fit", _key(want), bits, gpus)
     found: Fit | None = cluster.memo(key)
     if found is None:
-        fits = 0
-        short: Counter[str] = Counter()
+        fits = gpus_free = 0
+        short: dict[str, int] = {}
         lacking = []
         for i in cluster.ids(bits):
             missing = tuple(r for r, n in want.items() if cluster.free(i, r) < n)
-            if missing:
-                short.update(missing)
-                lacking.append((i, missing))
-            else:
+            if not missing:
                 fits |= 1 << i
-        found = cluster.remember(key, Fit(fits, short, tuple(lacking)))
+                continue
+            lacking.append((i, missing))
+            for r in missing:
+                short[r] = short.get(r, 0) | 1 << i
+            if not any(r in gpus for r in missing):
+                gpus_free |= 1 << i
+        found = cluster.remember(key, Fit(fits, tuple(lacking), short, gpus_free))
     return found
 
 
 def largest(cluster: ClusterFacts, resource: str, bits: int) -> tuple[int, int] | None:
-    """(allocatable, node id) of the node of `bits` with the most of `resource`."""
-    best: tuple[int, int] | None = None
-    for i in cluster.ids(bits):
-        have = cluster.nodes[i].allocatable.get(resource, 0)
-        if best is None or have > best[0]:
-            best = (have, i)
-    return best
+    """(allocatable, node id) of the first node of `bits` with the most of `resource`."""
+    key = ("largest", resource, bits)
+    found = cluster.memo(key)
+    if found is None:
+        best: tuple[int, int] | None = None
+        nodes = cluster.nodes
+        for i in cluster.ids(bits):
+            have = nodes[i].allocatable.get(resource, 0)
+            if best is None or have > best[0]:
+                best = (have, i)
+        found = cluster.remember(key, (best,))
+    return found[0]  # type: ignore[no-any-return]
+
+
+def most_free(cluster: ClusterFacts, resource: str, bits: int) -> tuple[int, int]:
+    """(free, node id) of the first node of `bits` with the most of `resource` free."""
+    key = ("free", resource, bits)
+    found = cluster.memo(key)
+    if found is None:
+        found = cluster.remember(
+            key, max((cluster.free(i, resource), -i) for i in cluster.ids(bits))
+        )
+    free, i = found
+    return free, -i
 
 
 def preemption_node(cluster: ClusterFacts, want: Want, priority: int, bits: int) -> int | None:
     """A node of `bits` where evicting every lower-priority Pod would make room."""
+    key = ("preempt", _key(want), priority, bits)
+    found = cluster.memo(key)
+    if found is None:
+        found = cluster.remember(key, (_preemption_node(cluster, want, priority, bits),))
+    return found[0]  # type: ignore[no-any-return]
+
+
+def _preemption_node(cluster: ClusterFacts, want: Want, priority: int, bits: int) -> int | None:
     for i in cluster.ids(bits):
         lower: Want = {}
         for p, used in cluster.use[i].by_priority.items():

@@ -91,7 +91,7 @@ def judge(case: Case, now: datetime | None) -> tuple[Finding, int]:
     up = candidates & ~place.unavailable
     if not up:
         return unavailable(case, candidates), candidates
-    fit = fit_now(cluster, pod.want, up)
+    fit = fit_now(cluster, pod.want, up, gpus=frozenset(case.gpu_want))
     if not fit.fits:
         finding = exhausted(case, up, fit)
         broken = _broken(case, place.placed & ~up)

@@ -94,18 +94,27 @@ def _positive(text: str) -> bool:
 
 def broken_nodes(
     cluster: ClusterFacts, resource: str, bits: int, gpus: GpuResources
+) -> tuple[Broken, ...]:
+    """The nodes of `bits` that do not offer `resource` but would, in node order."""
+    key = ("broken", resource, bits)
+    found = cluster.memo(key)
+    if found is None:
+        found = cluster.remember(key, tuple(_broken(cluster, resource, bits, gpus)))
+    return found  # type: ignore[no-any-return]
+
+
+def _broken(
+    cluster: ClusterFacts, resource: str, bits: int, gpus: GpuResources
 ) -> Iterator[Broken]:
-    """The nodes of `bits` that do not offer `resource` but would, MIG change first."""
-    if not is_nvidia(resource):
+    if not is_nvidia(resource) or not plausible(resource, cluster):
         return
     lacking = bits & ~cluster.offering(resource)
-    known = plausible(resource, cluster)
     for node in cluster.named(lacking):
-        why = mig_change(node) if known else None
+        why = mig_change(node)
         if why is not None:
             yield Broken(node, "mig-reconfiguring", why)
             continue
-        why = plugin_problem(node, resource, cluster, gpus) if known else None
+        why = plugin_problem(node, resource, cluster, gpus)
         if why is not None:
             yield Broken(node, "plugin-not-registered", why)
 

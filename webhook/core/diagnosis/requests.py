@@ -18,6 +18,8 @@ from webhook.core.diagnosis.units import CPU, MEMORY, PODS, amount
 
 Want = dict[str, int]
 _POD_LEVEL = (CPU, MEMORY)
+_SEEN: dict[tuple[Any, ...], Want] = {}  # pure memoisation, bounded
+_SEEN_MAX = 4096
 
 
 def pod_requests(spec: Mapping[str, Any]) -> Want:
@@ -42,11 +44,22 @@ def pod_requests(spec: Mapping[str, Any]) -> Want:
 
 
 def container_requests(container: Mapping[str, Any]) -> Want:
+    """What one container requests (a copy: the caller may change it)."""
     resources = _map(container.get("resources"))
     requests, limits = _map(resources.get("requests")), _map(resources.get("limits"))
-    if not limits:
-        return _amounts(requests)
-    return _amounts({**limits, **requests})  # a request defaults to its limit
+    try:
+        # The containers of a workload's Pods are written alike: parse each wording once.
+        key = (tuple(requests.items()), tuple(limits.items()))
+        found = _SEEN.get(key)
+    except TypeError:  # an unhashable value (a list where a quantity belongs)
+        key, found = None, None
+    if found is None:
+        found = _amounts({**limits, **requests}) if limits else _amounts(requests)
+        if key is not None:
+            if len(_SEEN) >= _SEEN_MAX:
+                _SEEN.clear()
+            _SEEN[key] = found
+    return dict(found)
 
 
 def _with_init(total: Want, inits: list[Mapping[str, Any]]) -> None:

@@ -3,7 +3,7 @@ full now (and who holds it, and whether preemption could help)."""
 
 from __future__ import annotations
 
-from webhook.core.diagnosis.capacity import Fit, holders, largest, preemption_node
+from webhook.core.diagnosis.capacity import Fit, holders, largest, most_free, preemption_node
 from webhook.core.diagnosis.case import (
     SHOWN_HOLDERS,
     SHOWN_NODES,
@@ -98,81 +98,69 @@ def exhausted(case: Case, up: int, fit: Fit) -> Finding:
     cluster, pod = case.cluster, case.pod
     gpu = tuple(case.gpu_want)
     total = up.bit_count()
-    other = [(i, miss) for i, miss in fit.lacking if not any(r in case.gpu_want for r in miss)]
-    shown_nodes = (other or list(fit.lacking))[:SHOWN_NODES]
+    other = fit.gpus_free
+    listed = [(i, miss) for i, miss in fit.lacking if not other or other >> i & 1][:SHOWN_NODES]
     facts: list[Fact] = []
-    for i, miss in shown_nodes:
+    for i, miss in listed:
         facts += amount_facts(case, i, tuple(dict.fromkeys(miss + gpu)))
         for h in holders(cluster, i, gpu)[:SHOWN_HOLDERS]:
             held = ", ".join(f"{shown(r, n)} {r}" for r, n in h.amounts)
-            facts.append(
-                node_fact(
-                    cluster.nodes[i], f"held by Pod {h.pod}", f"{held} (priority {h.priority})"
-                )
-            )
-    facts += more_nodes(len(fit.lacking), len(shown_nodes))
-    first = cluster.nodes[shown_nodes[0][0]]
+            value = f"{held} (priority {h.priority})"
+            facts.append(node_fact(cluster.nodes[i], f"held by Pod {h.pod}", value))
+    facts += more_nodes(len(fit.lacking), len(listed))
+    first = cluster.nodes[listed[0][0]]
+    scope = other or up
+    r = _scarcest(fit, scope)
+    nodes = fit.short[r] & scope
     if other:
-        r = fit_short(other)
-        ids = [i for i, _ in other]
+        count = other.bit_count()
         where = (
-            f"node {cluster.nodes[ids[0]].name}, which"
-            if len(ids) == 1
-            else (f"{len(ids)} of the {total} candidate nodes, which")
+            f"node {first.name}, which"
+            if count == 1
+            else (f"{count} of the {total} candidate nodes, which")
         )
-        lack = "it lacks" if len(ids) == 1 else "they lack"
+        lack = "it lacks" if count == 1 else "they lack"
         verdict = (
-            f"GPUs are free on {where} could take it, but {lack} {r} ({_most_free(case, r, ids)})"
+            f"GPUs are free on {where} could take it, but {lack} {r} ({_most_free(case, r, nodes)})"
         )
-        free = shown(r, max(cluster.free(ids[0], r), 0))
+        free = shown(r, max(cluster.free(listed[0][0], r), 0))
         action = (
-            f"free {r} on node {cluster.nodes[ids[0]].name} ({free} free, the Pod asks "
+            f"free {r} on node {first.name} ({free} free, the Pod asks "
             f"{shown(r, pod.want[r])}): lower the Pod's {r} request, or keep Pods that use no "
             f"GPU off the GPU nodes (a taint on them does)"
         )
     else:
-        r = fit_short(list(fit.lacking))
-        ids = [i for i, miss in fit.lacking if r in miss]
         lack = (
             "the one candidate node lacks"
             if total == 1
-            else (f"{len(ids)} of the {total} candidate nodes lack")
+            else (f"{nodes.bit_count()} of the {total} candidate nodes lack")
         )
         verdict = (
-            f"no node that could take it has room now: {lack} {r} ({_most_free(case, r, ids)})"
+            f"no node that could take it has room now: {lack} {r} ({_most_free(case, r, nodes)})"
         )
-        names = [h.pod for h in holders(cluster, shown_nodes[0][0], gpu)[:2]]
+        names = [h.pod for h in holders(cluster, listed[0][0], gpu)[:2]]
         held = f" (held by {listing(names, 2)})" if names else ""
         action = f"wait for {r} to free up on node {first.name}{held}, or add nodes"
     preempt, note = _preemption(case, up)
-    facts.append(
-        Fact(
-            f"Pod {pod.ref}",
-            "priority",
-            f"{pod.priority}{'' if pod.preempts else ', preemptionPolicy Never'}",
-        )
-    )
+    never = "" if pod.preempts else ", preemptionPolicy Never"
+    facts.append(Fact(f"Pod {pod.ref}", "priority", f"{pod.priority}{never}"))
     verdict += f"; {note}"
     if preempt:
         action += f"; {preempt}"
     return Finding("capacity-exhausted", verdict, action, tuple(facts))
 
 
-def fit_short(lacking: list[tuple[int, tuple[str, ...]]]) -> str:
-    """The resource most of these nodes lack (the first named on a tie)."""
-    counts: dict[str, int] = {}
-    for _, miss in lacking:
-        for r in miss:
-            counts[r] = counts.get(r, 0) + 1
-    return max(counts, key=lambda r: counts[r])
+def _scarcest(fit: Fit, scope: int) -> str:
+    """The resource most nodes of `scope` lack (the first asked for, on a tie)."""
+    return max(fit.short, key=lambda r: (fit.short[r] & scope).bit_count())
 
 
-def _most_free(case: Case, resource: str, ids: list[int]) -> str:
+def _most_free(case: Case, resource: str, bits: int) -> str:
     cluster = case.cluster
-    best = max(ids, key=lambda i: (cluster.free(i, resource), -i))
+    _, best = most_free(cluster, resource, bits)
     free = shown(resource, max(cluster.free(best, resource), 0))
     asks = shown(resource, case.pod.want[resource])
-    if len(ids) == 1:
+    if bits.bit_count() == 1:
         have = shown(resource, cluster.nodes[best].allocatable.get(resource, 0))
         return f"{free} free of {have}; the Pod asks {asks}"
     return f"the most free on one is {free}, node {cluster.nodes[best].name}; the Pod asks {asks}"
