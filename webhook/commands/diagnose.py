@@ -107,7 +107,7 @@ class Diagnoser:
     only: frozenset[str] = frozenset()  # namespace/name of the Pods asked about; empty: all
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    _nodes: list[NodeFacts] = field(default_factory=list)
+    _nodes: dict[str, NodeFacts] = field(default_factory=dict)
     _use: dict[str, NodeUse] = field(default_factory=dict)
     _daemons: dict[str, list[DaemonPod]] = field(default_factory=dict)
     _pending: dict[str, PendingPod] = field(default_factory=dict)
@@ -131,9 +131,12 @@ class Diagnoser:
 
     def _node(self, obj: Mapping[str, Any], location: str) -> None:
         try:
-            self._nodes.append(node_facts(obj, index=len(self._nodes)))
+            facts = node_facts(obj, index=len(self._nodes))
         except InventoryError as exc:
             self.errors.append(f"{location}: {exc}" if location else str(exc))
+            return
+        # A Node in two dumps (nodes.json and all.json) is one node: the later one wins.
+        self._nodes[facts.name] = facts
 
     def _pod(self, obj: Mapping[str, Any]) -> None:
         self._pods += 1
@@ -212,10 +215,7 @@ class Diagnoser:
                 notes.append(
                     f"read {self._skipped[kind]} {kind} objects: DRA claims are not evaluated yet"
                 )
-        try:
-            cluster = ClusterFacts(self._nodes, self._use, self._daemons)
-        except InventoryError as exc:
-            return self._failed(str(exc), now, notes)
+        cluster = ClusterFacts(list(self._nodes.values()), self._use, self._daemons)
         records = [
             diagnose(p, cluster=cluster, gpus=self.rules.gpus, event=self._event_of(p), now=now)
             for p in self._pending.values()
@@ -238,12 +238,6 @@ class Diagnoser:
             errors=tuple(errors),
             notes=tuple(notes),
         )
-
-    def _failed(self, error: str, now: datetime | None, notes: list[str]) -> DiagnoseReport:
-        return DiagnoseReport(
-            (), len(self._nodes), self._pods, self._pending_count, now,
-            (*self.errors, error), tuple(notes),
-        )  # fmt: skip
 
     def _event_of(self, pod: PendingPod) -> SchedulerEvent | None:
         found = self._events.get(pod.ref)

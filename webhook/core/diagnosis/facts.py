@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core.access import AccessRules, PodAccess, pod_access
@@ -93,6 +93,7 @@ class PendingPod:
     want: Want
     spec: Mapping[str, Any]
     access: PodAccess
+    nominated: str = ""  # status.nominatedNodeName: preemption under way for it there
 
     @property
     def asks_for_gpus(self) -> bool:
@@ -187,6 +188,7 @@ def pending_pod(obj: Mapping[str, Any], *, rules: AccessRules) -> PendingPod:
         want=pod_requests(spec),
         spec=spec,
         access=pod_access(view, rules=rules),
+        nominated=str(as_dict(obj.get("status")).get("nominatedNodeName") or ""),
     )
 
 
@@ -221,6 +223,8 @@ def parse_time(value: object) -> datetime | None:
     if type(value) is not str or not value:
         return None
     try:
-        return datetime.fromisoformat(value)
+        found = datetime.fromisoformat(value)
     except ValueError:
         return None
+    # The API writes UTC; a hand-made dump without an offset means it too.
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)

@@ -145,6 +145,12 @@ def exhausted(case: Case, up: int, fit: Fit) -> Finding:
     never = "" if pod.preempts else ", preemptionPolicy Never"
     facts.append(Fact(f"Pod {pod.ref}", "priority", f"{pod.priority}{never}"))
     verdict += f"; {note}"
+    if pod.nominated:
+        facts.append(Fact(f"Pod {pod.ref}", "status.nominatedNodeName", pod.nominated))
+        verdict += (
+            f"; the scheduler has nominated node {pod.nominated}: it preempts Pods there and "
+            f"places this one once they are gone"
+        )
     if preempt:
         action += f"; {preempt}"
     return Finding("capacity-exhausted", verdict, action, tuple(facts))
