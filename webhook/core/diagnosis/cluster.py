@@ -19,25 +19,35 @@ from webhook.core.inventory import Inventory
 
 class NodeUse:
     """What the bound, non-terminal Pods on one node take: the sum the scheduler keeps
-    in its NodeInfo, per priority too (for preemption), and the GPU holders by name."""
+    in its NodeInfo, per priority (for preemption), and the GPU holders by name."""
 
-    __slots__ = ("by_priority", "holders", "used")
+    __slots__ = ("_used", "by_priority", "holders")
 
     def __init__(self) -> None:
-        self.used: Want = {}
         self.by_priority: dict[int, Want] = {}
         self.holders: list[Holder] = []
+        self._used: Want | None = None
 
     def add(self, want: Mapping[str, int], *, priority: int, holder: Holder | None) -> None:
-        used = self.used
         at = self.by_priority.get(priority)
         if at is None:
             at = self.by_priority[priority] = {}
         for resource, value in want.items():
-            used[resource] = used.get(resource, 0) + value
             at[resource] = at.get(resource, 0) + value
         if holder is not None:
             self.holders.append(holder)
+        self._used = None
+
+    @property
+    def used(self) -> Want:
+        """The sum over every priority (nearly always one: a single dict's copy)."""
+        if self._used is None:
+            total: Want = {}
+            for at in self.by_priority.values():
+                for resource, value in at.items():
+                    total[resource] = total.get(resource, 0) + value
+            self._used = total
+        return self._used
 
 
 class ClusterFacts:
