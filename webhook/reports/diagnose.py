@@ -48,11 +48,15 @@ def _time(t: datetime | None) -> str | None:
 def headline(report: DiagnoseReport) -> str:
     diagnosed = len(report.records)
     text = (
-        f"{plural(diagnosed, 'Pending GPU Pod')} diagnosed, {report.stuck} stuck "
-        f"({plural(report.pending, 'Pending Pod')} in all; {plural(report.pods, 'Pod')} and "
-        f"{plural(report.nodes, 'node')} read"
+        f"{_count(diagnosed, 'Pending GPU Pod')} diagnosed, {report.stuck:,} stuck "
+        f"({_count(report.pending, 'Pending Pod')} in all; {_count(report.pods, 'Pod')} and "
+        f"{_count(report.nodes, 'node')} read"
     )
     return text + (f"; as of {_time(report.time)})." if report.time else ").")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
 class _Group:

@@ -56,15 +56,7 @@ def _scope(resource: str, elsewhere: bool) -> str:
 
 
 def _mig(case: Case, resource: str, nodes: list[Broken], others: int, elsewhere: bool) -> Finding:
-    facts: list[Fact] = []
-    for b in nodes[:SHOWN_NODES]:
-        facts += [label_fact(b.node, MIG_STATE), label_fact(b.node, MIG_CONFIG)]
-        paused = sorted(k for k, v in b.node.labels.items() if v == PAUSED)
-        facts += [label_fact(b.node, k) for k in paused]
-        facts.append(_offer_fact(b, resource))
-        manager = case.cluster.daemon(b.node.name, "mig-manager")
-        if manager is not None:
-            facts.append(node_fact(b.node, f"MIG manager Pod {manager.pod}", manager.state()))
+    facts = [f for b in nodes[:SHOWN_NODES] for f in _mig_facts(case, b, resource)]
     facts += more_nodes(len(nodes), SHOWN_NODES)
     first = nodes[0].node
     state = first.labels.get(MIG_STATE, "")
@@ -99,6 +91,16 @@ def _mig(case: Case, resource: str, nodes: list[Broken], others: int, elsewhere:
     return Finding("mig-reconfiguring", verdict, action, tuple(facts), also)
 
 
+def _mig_facts(case: Case, b: Broken, resource: str) -> list[Fact]:
+    facts = [label_fact(b.node, MIG_STATE), label_fact(b.node, MIG_CONFIG)]
+    facts += [label_fact(b.node, k) for k in sorted(b.node.labels) if b.node.labels[k] == PAUSED]
+    facts.append(_offer_fact(b, resource))
+    manager = case.cluster.daemon(b.node.name, "mig-manager")
+    if manager is not None:
+        facts.append(node_fact(b.node, f"MIG manager Pod {manager.pod}", manager.state()))
+    return facts
+
+
 def _layout_lacks(config: str, resource: str) -> str:
     """The target layout `all-<profile>` names another profile than the one asked for."""
     profile = profile_for_resource(resource)
@@ -111,21 +113,7 @@ def _layout_lacks(config: str, resource: str) -> str:
 
 
 def _plugin(case: Case, resource: str, nodes: list[Broken], elsewhere: bool) -> Finding:
-    facts: list[Fact] = []
-    for b in nodes[:SHOWN_NODES]:
-        facts += [
-            label_fact(b.node, "nvidia.com/gpu.present"),
-            label_fact(b.node, "nvidia.com/gpu.count"),
-            label_fact(b.node, PLUGIN_DEPLOY),
-            _offer_fact(b, resource),
-        ]
-        plugin = case.cluster.daemon(b.node.name, "device-plugin")
-        name, state = (
-            (f"device plugin Pod {plugin.pod}", plugin.state())
-            if plugin
-            else ("device plugin Pod", "none on this node")
-        )
-        facts.append(node_fact(b.node, name, state))
+    facts = [f for b in nodes[:SHOWN_NODES] for f in _plugin_facts(case, b, resource)]
     facts += more_nodes(len(nodes), SHOWN_NODES)
     first = nodes[0].node
     has = "has" if len(nodes) == 1 else "have"
@@ -154,6 +142,19 @@ def _plugin(case: Case, resource: str, nodes: list[Broken], elsewhere: bool) -> 
     return Finding("plugin-not-registered", verdict, action, tuple(facts))
 
 
+def _plugin_facts(case: Case, b: Broken, resource: str) -> list[Fact]:
+    facts = [
+        label_fact(b.node, "nvidia.com/gpu.present"),
+        label_fact(b.node, "nvidia.com/gpu.count"),
+        label_fact(b.node, PLUGIN_DEPLOY),
+        _offer_fact(b, resource),
+    ]
+    plugin = case.cluster.daemon(b.node.name, "device-plugin")
+    if plugin is None:
+        return [*facts, node_fact(b.node, "device plugin Pod", "none on this node")]
+    return [*facts, node_fact(b.node, f"device plugin Pod {plugin.pod}", plugin.state())]
+
+
 def not_advertised(case: Case, resource: str) -> Finding:
     cluster = case.cluster
     vendor = resource.split("/", 1)[0] + "/"
@@ -169,48 +170,52 @@ def not_advertised(case: Case, resource: str) -> Finding:
         f"that passes its other filters"
     )
     single = mig_single_products(cluster, resource)
-    is_mig = resource.startswith("nvidia.com/mig-")
-    slices = [n for n in names if n.startswith("nvidia.com/mig-")]
-    close = closest(resource, slices if is_mig else names)
-    mixed = cluster.inventory.index.label_bits("nvidia.com/mig.strategy", "mixed")
     if single:
         product, count = single[0]
-        profile = profile_for_resource(resource)
         facts.append(
             Fact("cluster", f"nodes with {PRODUCT}={product}", f"{count} (MIG single strategy)")
         )
         verdict += (
-            f"; under the MIG single strategy {plural(count, 'node')} advertise their {profile} "
-            f"slices as nvidia.com/gpu"
+            f"; under the MIG single strategy {plural(count, 'node')} advertise their "
+            f"{profile_for_resource(resource)} slices as nvidia.com/gpu"
         )
         action = (
             f"request nvidia.com/gpu instead of {resource} and select those nodes with "
             f"nodeSelector {PRODUCT}={product}"
         )
-    elif resource == "nvidia.com/gpu" and mixed and slices:
+        return Finding("name-not-advertised", verdict, action, tuple(facts))
+    hint, action = _hint(case, resource, names, vendor)
+    return Finding("name-not-advertised", verdict + hint, action, tuple(facts))
+
+
+def _hint(case: Case, resource: str, names: list[str], vendor: str) -> tuple[str, str]:
+    """(what the verdict adds, the next action) for a name no node advertises."""
+    is_mig = resource.startswith("nvidia.com/mig-")
+    slices = [n for n in names if n.startswith("nvidia.com/mig-")]
+    mixed = case.cluster.inventory.index.label_bits("nvidia.com/mig.strategy", "mixed")
+    if resource == "nvidia.com/gpu" and mixed and slices:
         run = "1 node runs" if mixed.bit_count() == 1 else f"{mixed.bit_count()} nodes run"
-        verdict += f"; {run} the MIG mixed strategy and offer slices"
-        action = f"request a MIG slice instead: {listing(slices, 4)}"
-    elif close:
-        verdict += f"; did you mean {' or '.join(close)}?"
-        action = f"fix the resource name to {close[0]}" + (
-            f" (or {' or '.join(close[1:])})" if len(close) > 1 else ""
+        return (
+            f"; {run} the MIG mixed strategy and offer slices",
+            f"request a MIG slice instead: {listing(slices, 4)}",
         )
-    elif is_mig and not slices:
+    close = closest(resource, slices if is_mig else names)
+    if close:
+        more = f" (or {' or '.join(close[1:])})" if len(close) > 1 else ""
+        return f"; did you mean {' or '.join(close)}?", f"fix the resource name to {close[0]}{more}"
+    if is_mig and not slices:
         known = sorted(n for n in catalog_resource_names() if n.startswith("nvidia.com/mig-"))
         near = closest(resource, known)
-        verdict += "; no node offers MIG slices at all"
+        hint = "; no node offers MIG slices at all"
         if near and near[0] != resource:
-            verdict += f" (the nearest MIG name is {near[0]})"
-        action = (
+            hint += f" (the nearest MIG name is {near[0]})"
+        return hint, (
             "request whole GPUs (nvidia.com/gpu), or have the MIG manager partition some GPUs "
             "(label nvidia.com/mig.config) under the mixed strategy so that the slice is offered"
         )
-    elif names:
-        action = f"request one of the advertised names: {listing(names, 4)}"
-    else:
-        action = (
-            f"no node advertises any {vendor} resource: install the device plugin (or the GPU "
-            f"Operator) on the GPU nodes"
-        )
-    return Finding("name-not-advertised", verdict, action, tuple(facts))
+    if names:
+        return "", f"request one of the advertised names: {listing(names, 4)}"
+    return "", (
+        f"no node advertises any {vendor} resource: install the device plugin (or the GPU "
+        f"Operator) on the GPU nodes"
+    )
