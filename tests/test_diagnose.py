@@ -5,9 +5,11 @@ single strategy, stale events, claims), through the real Diagnoser."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from clirun import gpu_admission
 
 from webhook.commands.diagnose import Diagnoser, diagnosis_rules
 from webhook.core.diagnosis.evidence import Evidence
@@ -247,3 +249,22 @@ def test_claims_are_a_marked_placeholder_until_dra_is_in_the_core() -> None:
     found = diagnosed(node("gpu-a", GFD), {**pod("dra", {}), "spec": spec})
     assert found["dra"].domain == "dra-unallocatable"
     assert "diagnose does not evaluate claims yet" in found["dra"].verdict
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (None, "error: {path}: no such file"),
+        ('{"kind": "List", "items": [{"kind": "Node", "metadata": {}}]}',
+         "error: {path}:1: item 0: a Node without metadata.name"),
+        ('{"kind": "List", "items": [\n{"kind": "Pod"',
+         "error: {path}:2: invalid JSON: Expecting ',' delimiter"),
+    ],
+)  # fmt: skip
+def test_bad_dumps_are_input_errors(tmp_path: Path, content: str | None, error: str) -> None:
+    dump = tmp_path / "dump.json"
+    if content is not None:
+        dump.write_text(content)
+    proc = gpu_admission("diagnose", "--from", str(dump), "-o", "json")
+    assert (proc.returncode, proc.stdout) == (2, "[]\n")
+    assert error.format(path=dump) in proc.stderr.splitlines()
