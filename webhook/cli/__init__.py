@@ -75,6 +75,7 @@ inventory_option = click.option(
 _COMMANDS = {
     "audit": "webhook.cli.audit:audit",
     "certs": "webhook.cli.certs:certs",
+    "diagnose": "webhook.cli.diagnose:diagnose",
     "diff": "webhook.cli.diff:diff",
     "serve": "webhook.cli.serve:serve",
     "test": "webhook.cli.test:test_command",

@@ -19,7 +19,9 @@ class Progress:
         stream: TextIO | None = None,
         enabled: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        label: str = "audit",
     ) -> None:
+        self._label = label
         self._stream = stream or sys.stderr
         self._on = self._stream.isatty() if enabled is None else enabled
         self._clock = clock
@@ -46,7 +48,7 @@ class Progress:
             return
         self._next = now + _INTERVAL
         rate = self._count / max(now - self._start, 1e-6)
-        line = f"audit: {self._count:,} objects ({rate:,.0f}/s)  {self._what}"
+        line = f"{self._label}: {self._count:,} objects ({rate:,.0f}/s)  {self._what}"
         self._stream.write("\r\x1b[K" + line[:120])
         self._stream.flush()
 

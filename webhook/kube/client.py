@@ -294,7 +294,12 @@ def status_message(body: bytes | str | dict[str, Any] | None) -> str:
 
 
 def list_pages(
-    client: k8s.ApiClient, *, resource: ResourceRef, namespace: str | None, page_size: int = 500
+    client: k8s.ApiClient,
+    *,
+    resource: ResourceRef,
+    namespace: str | None,
+    page_size: int = 500,
+    field_selector: str = "",
 ) -> Iterator[dict[str, Any]]:
     """Each page (a `<Kind>List` dict) of a paged list, items typed as `typed_items` does.
 
@@ -305,6 +310,8 @@ def list_pages(
     token = ""
     while True:
         query = [("limit", str(page_size))] + ([("continue", token)] if token else [])
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         try:
             page = _get_list(client, path, query)
         except ListExpiredError:
@@ -350,6 +357,7 @@ def list_objects(
     namespace: str | None,
     page_size: int = 500,
     notes: list[str] | None = None,
+    field_selector: str = "",
 ) -> Iterator[dict[str, Any]]:
     """Every object of `resource` (all namespaces if `namespace` is None), one by one.
 
@@ -358,7 +366,13 @@ def list_objects(
     is an error. Memory holds one page of `page_size` objects at a time. A consumer
     that dawdles over one page for more than ~5 minutes gets `ListExpiredError`.
     """
-    pages = list_pages(client, resource=resource, namespace=namespace, page_size=page_size)
+    pages = list_pages(
+        client,
+        resource=resource,
+        namespace=namespace,
+        page_size=page_size,
+        field_selector=field_selector,
+    )
     try:
         first = next(pages)
     except KubeApiError as exc:

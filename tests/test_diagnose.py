@@ -1,0 +1,270 @@
+"""The diagnosis without a cluster: scheduler messages, Pod requests, and the domains'
+variants a real cluster test does not reach (preemption, a switched-off plugin, MIG
+single strategy, stale events, claims), through the real Diagnoser."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clirun import gpu_admission
+
+from webhook.commands.diagnose import Diagnoser, diagnosis_rules
+from webhook.core.diagnosis.evidence import Evidence
+from webhook.core.diagnosis.requests import pod_requests
+from webhook.core.diagnosis.scheduler import parse_message
+from webhook.core.diagnosis.units import shown
+
+Obj = dict[str, Any]
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+GFD = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "8"}
+
+
+def node(name: str, labels: dict[str, str] | None = None, **allocatable: str) -> Obj:
+    alloc = {"cpu": "64", "memory": "512Gi", "pods": "110", **allocatable}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "status": {"allocatable": alloc},
+    }
+
+
+def pod(name: str, limits: dict[str, str], *, phase: str = "Pending", **spec: Any) -> Obj:
+    meta = {"name": name, "namespace": "ml", "uid": f"uid-{name}"}
+    containers = [{"name": "main", "resources": {"limits": limits}}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": containers, **spec},
+        "status": {"phase": phase},
+    }
+
+
+def diagnosed(*objects: Obj) -> dict[str, Evidence]:
+    d = Diagnoser(rules=diagnosis_rules(None))
+    for obj in objects:
+        d.add(obj)
+    report = d.report(now=NOW)
+    assert report.errors == ()
+    return {r.pod.removeprefix("ml/"): r for r in report.records}
+
+
+@pytest.mark.parametrize(
+    ("message", "nodes", "reasons", "preemption"),
+    [
+        (
+            "0/3 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 3 Insufficient "
+            "nvidia.com/mig-1g.10g. no new claims to deallocate, preemption: 0/3 nodes are "
+            "available: 3 Preemption is not helpful for scheduling.",
+            3,
+            ((1, "Insufficient cpu"), (1, "Insufficient memory"),
+             (3, "Insufficient nvidia.com/mig-1g.10g")),
+            ((3, "Preemption is not helpful for scheduling"),),
+        ),
+        (
+            "0/2 nodes are available: 2 cannot allocate all claims.",
+            2,
+            ((2, "cannot allocate all claims"),),
+            (),
+        ),
+        ("no nodes available to schedule pods", None,
+         ((0, "no nodes available to schedule pods"),), ()),
+    ],
+)  # fmt: skip
+def test_scheduler_messages(
+    message: str, nodes: int | None, reasons: tuple[Any, ...], preemption: tuple[Any, ...]
+) -> None:
+    parsed = parse_message(message)
+    assert (parsed.nodes, parsed.reasons, parsed.preemption) == (nodes, reasons, preemption)
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        # A limit alone is the request; requests win where given.
+        ({"containers": [{"resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}]},
+         {"cpu": "2", "nvidia.com/gpu": "1", "pods": "1"}),
+        # The largest init step against the sum of the containers.
+        ({"initContainers": [{"resources": {"requests": {"cpu": "4", "memory": "1Gi"}}}],
+          "containers": [{"resources": {"requests": {"cpu": "500m", "memory": "2Gi"}}},
+                         {"resources": {"requests": {"cpu": "500m"}}}]},
+         {"cpu": "4", "memory": "2Gi", "pods": "1"}),
+        # A sidecar runs beside the containers and every later init container.
+        ({"initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+                             {"resources": {"requests": {"cpu": "2"}}}],
+          "containers": [{"resources": {"requests": {"cpu": "1"}}}]},
+         {"cpu": "3", "pods": "1"}),
+        # Pod-level requests for cpu and memory, then the overhead on top.
+        ({"resources": {"requests": {"cpu": "8"}}, "overhead": {"cpu": "250m"},
+          "containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
+         {"cpu": "8250m", "memory": "1Gi", "pods": "1"}),
+    ],
+)  # fmt: skip
+def test_pod_requests_as_the_scheduler_counts_them(spec: Obj, expected: dict[str, str]) -> None:
+    assert {r: shown(r, n) for r, n in pod_requests(spec).items()} == expected
+
+
+def test_preemption_could_help_when_lower_priority_pods_hold_the_room() -> None:
+    found = diagnosed(
+        node("gpu-a", GFD, **{"nvidia.com/gpu": "8"}),
+        pod("batch", {"nvidia.com/gpu": "8"}, phase="Running", nodeName="gpu-a", priority=10),
+        pod("urgent", {"nvidia.com/gpu": "4"}, priority=1000),
+        pod("patient", {"nvidia.com/gpu": "4"}, priority=1000, preemptionPolicy="Never"),
+    )
+    assert found["urgent"].domain == "capacity-exhausted"
+    assert found["urgent"].verdict.endswith(
+        "preemption could help: evicting Pods of lower priority on node gpu-a makes room"
+    )
+    assert found["urgent"].next_action == (
+        "wait for nvidia.com/gpu to free up on node gpu-a (held by ml/batch), or add nodes; the "
+        "scheduler should preempt lower-priority Pods on node gpu-a; if it does not, a "
+        "PodDisruptionBudget may protect them"
+    )
+    assert found["patient"].verdict.endswith(
+        "preemption cannot help: the Pod's preemptionPolicy is Never"
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "domain", "action"),
+    [
+        ({**GFD, "nvidia.com/gpu.deploy.device-plugin": "false"}, "plugin-not-registered",
+         "the device plugin is switched off on node gpu-a: if the node should serve GPUs, "
+         "kubectl label node gpu-a nvidia.com/gpu.deploy.device-plugin=true --overwrite"),
+        (GFD, "plugin-not-registered",
+         "restart the device plugin on node gpu-a and check that it registers nvidia.com/gpu "
+         "with the kubelet (kubectl get pods -A -o wide --field-selector spec.nodeName=gpu-a "
+         "shows its Pod)"),
+        ({**GFD, "nvidia.com/mig.config.state": "pending", "nvidia.com/mig.config": "all-1g.10gb"},
+         "mig-reconfiguring",
+         "wait for the MIG manager on node gpu-a (state=pending); if it stays there, read its "
+         "logs (kubectl logs -n <GPU Operator namespace> -l app=nvidia-mig-manager): a GPU Pod "
+         "that does not terminate blocks it (kubectl get pods -A --field-selector "
+         "spec.nodeName=gpu-a)"),
+        ({}, "name-not-advertised",
+         "no node advertises any nvidia.com/ resource: install the device plugin (or the GPU "
+         "Operator) on the GPU nodes"),
+    ],
+)  # fmt: skip
+def test_why_no_node_offers_a_gpu(labels: dict[str, str], domain: str, action: str) -> None:
+    found = diagnosed(node("gpu-a", labels), pod("train", {"nvidia.com/gpu": "1"}))
+    assert (found["train"].domain, found["train"].next_action) == (domain, action)
+
+
+def test_a_mig_layout_without_the_profile_is_named() -> None:
+    labels = {
+        **GFD,
+        "nvidia.com/mig.config.state": "pending",
+        "nvidia.com/mig.config": "all-1g.10gb",
+    }
+    found = diagnosed(node("gpu-a", labels), pod("train", {"nvidia.com/mig-3g.40gb": "1"}))
+    assert found["train"].verdict == (
+        "the MIG manager is reconfiguring node gpu-a (label nvidia.com/mig.config.state=pending), "
+        "which offers no nvidia.com/mig-3g.40gb meanwhile, and no other node offers it; the "
+        "layout it applies (nvidia.com/mig.config=all-1g.10gb) has no 3g.40gb slices either"
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "allocatable", "asks", "action"),
+    [
+        # MIG single strategy: the slices are advertised as nvidia.com/gpu.
+        ({"nvidia.com/mig.strategy": "single",
+          "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"},
+         {"nvidia.com/gpu": "56"}, "nvidia.com/mig-1g.10gb",
+         "request nvidia.com/gpu instead of nvidia.com/mig-1g.10gb and select those nodes with "
+         "nodeSelector nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"),
+        # MIG mixed strategy: whole GPUs are not offered, slices are.
+        ({"nvidia.com/mig.strategy": "mixed"},
+         {"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "4"},
+         "nvidia.com/gpu",
+         "request a MIG slice instead: nvidia.com/mig-1g.10gb, nvidia.com/mig-3g.40gb"),
+        ({}, {"nvidia.com/gpu": "8"}, "nvidia.com/gpu.shared",
+         "fix the resource name to nvidia.com/gpu"),
+    ],
+)  # fmt: skip
+def test_names_not_advertised(
+    labels: dict[str, str], allocatable: dict[str, str], asks: str, action: str
+) -> None:
+    found = diagnosed(node("gpu-a", {**GFD, **labels}, **allocatable), pod("train", {asks: "1"}))
+    assert (found["train"].domain, found["train"].next_action) == ("name-not-advertised", action)
+
+
+def event(name: str, message: str, at: str, uid: str = "") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "reason": "FailedScheduling",
+        "message": message,
+        "involvedObject": {"kind": "Pod", "namespace": "ml", "name": name, "uid": uid},
+        "eventTime": at,
+    }
+
+
+def test_the_latest_event_of_this_pod_is_the_evidence_and_a_stale_one_disagrees() -> None:
+    full = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    found = diagnosed(
+        node("gpu-a", GFD, **{"nvidia.com/gpu": "8"}),
+        event("train", full, "2026-12-01T11:59:00Z", "uid-train"),
+        event("train", "0/1 nodes are available: 1 node(s) were unschedulable.",
+              "2026-12-01T11:58:00Z"),
+        event("other", full, "2026-12-01T11:59:30Z", "uid-of-an-earlier-pod"),
+        pod("train", {"nvidia.com/gpu": "1"}),
+        pod("other", {"nvidia.com/gpu": "1"}),
+    )  # fmt: skip
+    train = found["train"]
+    assert (train.domain, train.scheduler_message, train.agreement) == (
+        "not-stuck", full, "disagrees",
+    )  # fmt: skip
+    assert train.disagreement == (
+        "the scheduler's last attempt failed, but the Pod fits now: the cluster changed since (a "
+        "Pod ended, a node came back or was added)"
+    )
+    assert (found["other"].scheduler_message, found["other"].agreement) == (None, "no-event")
+
+
+def test_a_pod_asking_through_env_only_is_judged_on_cpu_and_placement() -> None:
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    spec = {"containers": [{"name": "main", "env": env, "resources": {"requests": {"cpu": "100"}}}]}
+    obj = {**pod("sneaky", {}), "spec": spec}
+    found = diagnosed(
+        node("gpu-a", GFD, **{"nvidia.com/gpu": "8"}), obj, pod("quiet", {"cpu": "1"})
+    )
+    assert sorted(found) == ["sneaky"]  # no GPU asked through any channel: not diagnosed
+    assert found["sneaky"].domain == "exceeds-any-node"
+    assert found["sneaky"].next_action == (
+        "request at most 64 cpu (node gpu-a's allocatable), or add nodes that have more"
+    )
+
+
+def test_claims_are_a_marked_placeholder_until_dra_is_in_the_core() -> None:
+    spec = {
+        "containers": [{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+    }
+    found = diagnosed(node("gpu-a", GFD), {**pod("dra", {}), "spec": spec})
+    assert found["dra"].domain == "dra-unallocatable"
+    assert "diagnose does not evaluate claims yet" in found["dra"].verdict
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        (None, "error: {path}: no such file"),
+        ('{"kind": "List", "items": [{"kind": "Node", "metadata": {}}]}',
+         "error: {path}:1: item 0: a Node without metadata.name"),
+        ('{"kind": "List", "items": [\n{"kind": "Pod"',
+         "error: {path}:2: invalid JSON: Expecting ',' delimiter"),
+    ],
+)  # fmt: skip
+def test_bad_dumps_are_input_errors(tmp_path: Path, content: str | None, error: str) -> None:
+    dump = tmp_path / "dump.json"
+    if content is not None:
+        dump.write_text(content)
+    proc = gpu_admission("diagnose", "--from", str(dump), "-o", "json")
+    assert (proc.returncode, proc.stdout) == (2, "[]\n")
+    assert error.format(path=dump) in proc.stderr.splitlines()

@@ -1,0 +1,261 @@
+"""`diagnose`: every Pending Pod that asks for GPUs, classified by failure domain.
+
+Pure aggregation, no I/O and no clock, like the audit: the caller feeds Node, Pod and
+Event objects one by one (from dumps or paged lists, in any order) and asks for the
+report at the end. Memory is bounded by the nodes and the Pending Pods, not by the
+Pods read: a bound Pod adds its requests to its node's sums (and its name, if it holds
+GPUs), a terminal Pod adds nothing, and only the latest FailedScheduling event of each
+Pod is kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from webhook.checks import device_injection, resource_names
+from webhook.core.access import AccessRules
+from webhook.core.diagnosis.classify import diagnose
+from webhook.core.diagnosis.cluster import ClusterFacts, NodeUse
+from webhook.core.diagnosis.evidence import DOMAINS, Domain, Evidence
+from webhook.core.diagnosis.facts import (
+    TERMINAL_PHASES,
+    DaemonPod,
+    Holder,
+    NodeFacts,
+    PendingPod,
+    SchedulerEvent,
+    daemon_pod,
+    node_facts,
+    owner_of,
+    parse_time,
+    pending_pod,
+    pod_ref,
+    priority_of,
+    scheduler_event,
+)
+from webhook.core.diagnosis.requests import pod_requests
+from webhook.core.policy import PolicySet
+from webhook.core.workloads import as_dict
+from webhook.errors import InventoryError
+
+# Kinds of the DRA API: read by the dra-unallocatable domain once claims are in the core.
+DRA_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
+
+
+def diagnosis_rules(policy_set: PolicySet | None) -> AccessRules:
+    """The access model's rules: the device-injection policy's channels and the
+    resource-names policy's GPU names (the shipped defaults where a set has none)."""
+    injection = device_injection.Params()
+    names = resource_names.Params()
+    for policy in policy_set.policies if policy_set else ():
+        if isinstance(policy.params, device_injection.Params):
+            injection = policy.params
+        elif isinstance(policy.params, resource_names.Params):
+            names = policy.params
+    p = injection
+    return AccessRules.of(
+        gpus=names.gpus,
+        device_paths=p.device_paths,
+        device_directories=p.device_directories,
+        device_list_dir=p.device_list_mount_dir,
+        env_vars=p.env_vars,
+        safe_values=p.safe_env_values,
+        cdi_prefixes=p.cdi_annotation_prefixes,
+        device_prefixes=p.device_annotation_prefixes,
+    )
+
+
+@dataclass(frozen=True)
+class DiagnoseReport:
+    records: tuple[Evidence, ...]  # by domain (most Pods first), then Pod
+    nodes: int
+    pods: int  # Pods read
+    pending: int  # Pending and not bound to a node
+    time: datetime | None
+    errors: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def stuck(self) -> int:
+        return sum(1 for r in self.records if r.stuck)
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors:
+            return 2
+        return 1 if self.stuck else 0
+
+    def by_domain(self) -> list[tuple[Domain, list[Evidence]]]:
+        """Domains with their records, most Pods first (ties in the domains' order)."""
+        groups: dict[Domain, list[Evidence]] = {}
+        for r in self.records:
+            groups.setdefault(r.domain, []).append(r)
+        order = {d: i for i, d in enumerate(DOMAINS)}
+        return sorted(groups.items(), key=lambda g: (-len(g[1]), order[g[0]]))
+
+
+@dataclass
+class Diagnoser:
+    """Feed objects with `add`; `report(now=...)` classifies the Pending GPU Pods."""
+
+    rules: AccessRules
+    namespace: str | None = None
+    only: frozenset[str] = frozenset()  # namespace/name of the Pods asked about; empty: all
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _nodes: dict[str, NodeFacts] = field(default_factory=dict)
+    _use: dict[str, NodeUse] = field(default_factory=dict)
+    _daemons: dict[str, list[DaemonPod]] = field(default_factory=dict)
+    _pending: dict[str, PendingPod] = field(default_factory=dict)
+    _events: dict[str, tuple[str, SchedulerEvent]] = field(default_factory=dict)
+    _seen: dict[str, str] = field(default_factory=dict)  # asked-about Pod -> its state
+    _pods: int = 0
+    _pending_count: int = 0
+    _latest: str = ""  # the newest creationTimestamp read (RFC 3339 sorts as text)
+    _skipped: Counter[str] = field(default_factory=Counter)
+
+    def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
+        kind = obj.get("kind") if isinstance(obj, Mapping) else None
+        if kind == "Pod":
+            self._pod(obj)
+        elif kind == "Node":
+            self._node(obj, location)
+        elif kind == "Event":
+            self._event(obj)
+        else:
+            self._skipped[str(kind)] += 1
+
+    def _node(self, obj: Mapping[str, Any], location: str) -> None:
+        try:
+            facts = node_facts(obj, index=len(self._nodes))
+        except InventoryError as exc:
+            self.errors.append(f"{location}: {exc}" if location else str(exc))
+            return
+        # A Node in two dumps (nodes.json and all.json) is one node: the later one wins.
+        self._nodes[facts.name] = facts
+
+    def _pod(self, obj: Mapping[str, Any]) -> None:
+        self._pods += 1
+        meta = as_dict(obj.get("metadata"))
+        created = meta.get("creationTimestamp")
+        if type(created) is str and created > self._latest:
+            self._latest = created
+        spec = as_dict(obj.get("spec"))
+        phase = as_dict(obj.get("status")).get("phase") or "Pending"
+        node = spec.get("nodeName")
+        if node:
+            if phase not in TERMINAL_PHASES:
+                self._bound(obj, meta, spec, str(node))
+            if self.only:
+                self._remember(obj, f"bound to node {node} (phase {phase})")
+        elif phase == "Pending":
+            self._pending_count += 1
+            self._consider(obj)
+        elif self.only:
+            self._remember(obj, f"phase {phase}")
+
+    def _bound(
+        self, obj: Mapping[str, Any], meta: Mapping[str, Any], spec: Mapping[str, Any], node: str
+    ) -> None:
+        want = pod_requests(spec)
+        priority = priority_of(spec)
+        is_gpu = self.rules.gpus.is_gpu
+        held = tuple((r, n) for r, n in want.items() if "/" in r and is_gpu(r))
+        holder = Holder(pod_ref(obj), owner_of(meta), priority, held) if held else None
+        use = self._use.get(node)
+        if use is None:
+            use = self._use[node] = NodeUse()
+        use.add(want, priority=priority, holder=holder)
+        if meta.get("labels"):
+            daemon = daemon_pod(obj)
+            if daemon is not None:
+                self._daemons.setdefault(node, []).append(daemon)
+
+    def _consider(self, obj: Mapping[str, Any]) -> None:
+        ref = pod_ref(obj)
+        if self.namespace is not None and not ref.startswith(self.namespace + "/"):
+            return
+        if self.only and ref not in self.only:
+            return
+        pod = pending_pod(obj, rules=self.rules)
+        if pod.asks_for_gpus or self.only:
+            self._pending[ref] = pod
+            self._seen[ref] = "Pending"
+
+    def _remember(self, obj: Mapping[str, Any], state: str) -> None:
+        ref = pod_ref(obj)
+        if ref in self.only:
+            self._seen[ref] = state
+
+    def _event(self, obj: Mapping[str, Any]) -> None:
+        found = scheduler_event(obj)
+        if found is None:
+            return
+        ref, uid, event = found
+        old = self._events.get(ref)
+        if old is None or _later(event, old[1]):
+            self._events[ref] = (uid, event)
+
+    def latest(self) -> datetime | None:
+        """The newest time in what was read: when a dump was taken, near enough."""
+        times = [e.time for _, e in self._events.values() if e.time is not None]
+        created = parse_time(self._latest)
+        if created is not None:
+            times.append(created)
+        return max(times) if times else None
+
+    def report(self, *, now: datetime | None) -> DiagnoseReport:
+        notes = list(self.notes)
+        for kind in DRA_KINDS:
+            if self._skipped.get(kind):
+                notes.append(
+                    f"read {self._skipped[kind]} {kind} objects: DRA claims are not evaluated yet"
+                )
+        cluster = ClusterFacts(list(self._nodes.values()), self._use, self._daemons)
+        records = [
+            diagnose(p, cluster=cluster, gpus=self.rules.gpus, event=self._event_of(p), now=now)
+            for p in self._pending.values()
+        ]
+        errors = list(self.errors)
+        for ref in sorted(self.only):
+            state = self._seen.get(ref)
+            if state is None:
+                errors.append(f"Pod {ref} not found")
+            elif state != "Pending":
+                notes.append(f"Pod {ref} is not waiting for the scheduler: {state}")
+        if not self._nodes:
+            notes.append("no Nodes were read: every GPU resource looks unadvertised")
+        return DiagnoseReport(
+            records=tuple(_ordered(records)),
+            nodes=len(self._nodes),
+            pods=self._pods,
+            pending=self._pending_count,
+            time=now,
+            errors=tuple(errors),
+            notes=tuple(notes),
+        )
+
+    def _event_of(self, pod: PendingPod) -> SchedulerEvent | None:
+        found = self._events.get(pod.ref)
+        if found is None:
+            return None
+        uid, event = found
+        # An event of an earlier Pod of the same name (a recreated Pod) is not this one's.
+        return None if uid and pod.uid and uid != pod.uid else event
+
+
+def _later(a: SchedulerEvent, b: SchedulerEvent) -> bool:
+    if a.time is None or b.time is None:
+        return b.time is None
+    return a.time >= b.time
+
+
+def _ordered(records: Iterable[Evidence]) -> list[Evidence]:
+    records = list(records)
+    counts = Counter(r.domain for r in records)
+    order = {d: i for i, d in enumerate(DOMAINS)}
+    return sorted(records, key=lambda r: (-counts[r.domain], order[r.domain], r.pod))

@@ -1,0 +1,183 @@
+"""A diagnosis for people (text grouped by domain, most Pods first), for a ticket
+(Markdown) and for machines (a JSON array of evidence records)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import click
+import orjson
+
+from webhook.commands.diagnose import DiagnoseReport
+from webhook.core.diagnosis.evidence import Domain, Evidence
+from webhook.core.text import listing, plural
+
+_FOLDED_NAMES = 3
+
+
+def record_json(r: Evidence) -> dict[str, Any]:
+    return {
+        "time": _time(r.time),
+        "pod": r.pod,
+        "owner": r.owner or None,
+        "domain": r.domain,
+        "verdict": r.verdict,
+        "facts": [{"about": f.about, "name": f.name, "value": f.value} for f in r.facts],
+        "candidates": {"count": r.candidates, "nodes": list(r.candidate_nodes)},
+        "requests": dict(r.requests),
+        "scheduler_message": r.scheduler_message,
+        "scheduler_time": _time(r.scheduler_time),
+        "agreement": r.agreement,
+        "disagreement": r.disagreement or None,
+        "next_action": r.next_action,
+        "also": list(r.also),
+    }
+
+
+def render_json(report: DiagnoseReport) -> str:
+    body = [record_json(r) for r in report.records]
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _time(t: datetime | None) -> str | None:
+    return t.isoformat().replace("+00:00", "Z") if t is not None else None
+
+
+def headline(report: DiagnoseReport) -> str:
+    diagnosed = len(report.records)
+    text = (
+        f"{_count(diagnosed, 'Pending GPU Pod')} diagnosed, {report.stuck:,} stuck "
+        f"({_count(report.pending, 'Pending Pod')} in all; {_count(report.pods, 'Pod')} and "
+        f"{_count(report.nodes, 'node')} read"
+    )
+    return text + (f"; as of {_time(report.time)})." if report.time else ").")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+class _Group:
+    """Records of one owner with the same verdict and next action: shown once."""
+
+    def __init__(self, first: Evidence) -> None:
+        self.first = first
+        self.pods = [first.pod]
+
+
+def _groups(records: list[Evidence]) -> list[_Group]:
+    groups: dict[tuple[str, ...], _Group] = {}
+    out: list[_Group] = []
+    for r in records:
+        key = (r.owner, r.verdict, r.next_action) if r.owner else (r.pod,)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(r)
+            out.append(group)
+        else:
+            group.pods.append(r.pod)
+    return out
+
+
+def _title(group: _Group) -> str:
+    r = group.first
+    if len(group.pods) == 1:
+        return r.pod + (f" ({r.owner})" if r.owner else "")
+    namespace = r.pod.split("/", 1)[0]
+    names = listing(sorted(p.split("/", 1)[1] for p in group.pods), _FOLDED_NAMES)
+    return f"{plural(len(group.pods), 'Pod')} of {r.owner} in {namespace}: {names}"
+
+
+def _scheduler(r: Evidence) -> str:
+    if r.scheduler_message is None:
+        return "no FailedScheduling event (none yet, or expired: events live 1 hour by default)"
+    when = f" at {_time(r.scheduler_time)}" if r.scheduler_time else ""
+    text = f'"{r.scheduler_message}"{when}: {r.agreement}'
+    return text + (f" ({r.disagreement})" if r.disagreement else "")
+
+
+def render_text(report: DiagnoseReport, *, colour: bool) -> str:
+    style = _Style(colour)
+    lines = [style.bold(headline(report)), ""]
+    for domain, records in report.by_domain():
+        lines.append(style.domain(domain, f"{domain}: {plural(len(records), 'Pod')}"))
+        for group in _groups(records):
+            lines += [f"  {style.bold(_title(group))}", *_text_record(group.first), ""]
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    for error in report.errors:
+        lines.append(f"{style.colour('error:', 'red')} {error}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _text_record(r: Evidence) -> Iterator[str]:
+    yield f"    verdict:   {r.verdict}"
+    facts = [f for f in r.facts if f.about != "scheduler"]
+    for i, f in enumerate(facts):
+        yield f"    {'facts:' if i == 0 else '':<10} {f}"
+    if r.candidates:
+        nodes = listing(list(r.candidate_nodes), 3)
+        more = r.candidates - len(r.candidate_nodes)
+        yield f"    nodes:     {plural(r.candidates, 'candidate')}: {nodes}" + (
+            f" and {more} more" if more > 0 else ""
+        )
+    for also in r.also:
+        yield f"    also:      {also}"
+    yield f"    scheduler: {_scheduler(r)}"
+    yield f"    next:      {r.next_action}"
+
+
+def render_markdown(report: DiagnoseReport) -> str:
+    lines = ["# Pending GPU Pods", "", f"_{headline(report)}_", ""]
+    if not report.records:
+        lines += ["Nothing to diagnose: no Pending Pod asks for GPUs.", ""]
+    for domain, records in report.by_domain():
+        lines += [f"## `{domain}`: {plural(len(records), 'Pod')}", ""]
+        for group in _groups(records):
+            r = group.first
+            lines += [f"### {_md(_title(group))}", ""]
+            lines += [
+                f"- **Verdict:** {_md(r.verdict)}",
+                f"- **Next action:** {_md(r.next_action)}",
+            ]
+            if r.scheduler_message is not None:
+                lines.append(f"- **Scheduler** ({r.agreement}): `{r.scheduler_message}`")
+                if r.disagreement:
+                    lines.append(f"  - {_md(r.disagreement)}")
+            else:
+                lines.append("- **Scheduler:** no FailedScheduling event")
+            lines += [f"- **Also:** {_md(a)}" for a in r.also]
+            facts = [f for f in r.facts if f.about != "scheduler"]
+            if facts:
+                lines.append("- **Facts:**")
+                lines += [f"  - {_md(str(f))}" for f in facts]
+            lines.append("")
+    lines += [f"> note: {_md(n)}" for n in report.notes]
+    lines += [f"> **error:** {_md(e)}" for e in report.errors]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md(text: str) -> str:
+    """Text safe in a Markdown list item: no stray emphasis, HTML or table pipes."""
+    for ch in ("\\", "*", "_", "`", "<", ">", "|", "[", "]"):
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+_DOMAIN_COLOURS: dict[str, str] = {"not-stuck": "green", "gated": "cyan"}
+
+
+class _Style:
+    def __init__(self, colour: bool) -> None:
+        self._on = colour
+
+    def bold(self, text: str) -> str:
+        return click.style(text, bold=True) if self._on else text
+
+    def colour(self, text: str, fg: str) -> str:
+        return click.style(text, fg=fg, bold=True) if self._on else text
+
+    def domain(self, domain: Domain, text: str) -> str:
+        return self.colour(text, _DOMAIN_COLOURS.get(domain, "red"))
