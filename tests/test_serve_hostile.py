@@ -245,31 +245,43 @@ def _judged(value: Any) -> float:
     return time.thread_time() - started
 
 
+def longest_probe_while_judged(server: Server, body: bytes) -> float:
+    """The longest /healthz wait while the server judges `body`."""
+    busy = threading.Event()
+    busy.set()
+
+    def send() -> None:
+        with httpx.Client(
+            verify=ssl.create_default_context(cafile=server.ca_file), timeout=60
+        ) as client:
+            try:
+                post(server, body, client)
+            finally:
+                busy.clear()
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    waits = probe_waits(server, busy)
+    sender.join()
+    return max(waits)
+
+
 def test_no_hostile_body_holds_the_event_loop(server: Server) -> None:
-    noise = max(probe_waits(server, None, seconds=0.5))
+    # A body that holds the loop holds it every time; the other test workers on these two
+    # cores delay a probe now and then. So a body fails only if three tries all exceed.
     report = []
     for name, body, _, _ in HOSTILE:
-        busy = threading.Event()
-        busy.set()
-
-        def send(body: bytes = body, busy: threading.Event = busy) -> None:
-            with httpx.Client(
-                verify=ssl.create_default_context(cafile=server.ca_file), timeout=60
-            ) as client:
-                try:
-                    post(server, body, client)
-                finally:
-                    busy.clear()
-
-        sender = threading.Thread(target=send)
-        sender.start()
-        waits = probe_waits(server, busy)
-        sender.join()
-        bound = 0.050 + 2 * noise + 3 * measured(name)[0]
-        report.append(
-            f"{name}: longest probe {max(waits) * 1000:.0f} ms, bound {bound * 1000:.0f} ms"
-        )
-        assert max(waits) <= bound, "\n".join(report)
+        tries = []
+        for _ in range(3):
+            noise = max(probe_waits(server, None, seconds=0.3))
+            bound = 0.050 + 2 * noise + 3 * measured(name)[0]
+            longest = longest_probe_while_judged(server, body)
+            tries.append(f"{longest * 1000:.0f} ms (bound {bound * 1000:.0f} ms)")
+            if longest <= bound:
+                break
+        else:
+            report.append(f"{name}: longest probes {', '.join(tries)}")
+    assert not report, "\n".join(report)
 
 
 # Measured in this process: the evaluation the server does inline must be short, and any
