@@ -7,12 +7,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-import click
 import orjson
 
 from webhook.commands.audit import AuditEntry, AuditReport, ObjectRef
 from webhook.core.paths import format_path
 from webhook.core.text import plural
+from webhook.reports.style import Style
 
 _COLOURS = {"deny": "red", "warn": "yellow", "dryrun": "cyan"}
 _ACTIONS = ("deny", "warn", "dryrun")
@@ -146,15 +146,6 @@ def _findings(report: AuditReport, style: _Style) -> list[str]:
     return [*lines, ""]
 
 
-class _Style:
-    def __init__(self, colour: bool) -> None:
-        self._on = colour
-
-    def bold(self, text: str) -> str:
-        return click.style(text, bold=True) if self._on else text
-
-    def colour(self, text: str, fg: str) -> str:
-        return click.style(text, fg=fg, bold=True) if self._on else text
-
+class _Style(Style):
     def action(self, action: str) -> str:
         return self.colour(action.upper().ljust(6), _COLOURS[action])

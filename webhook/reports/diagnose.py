@@ -7,12 +7,12 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-import click
 import orjson
 
 from webhook.commands.diagnose import DiagnoseReport
 from webhook.core.diagnosis.evidence import Domain, Evidence
 from webhook.core.text import listing, plural
+from webhook.reports.style import Style
 
 _FOLDED_NAMES = 3
 
@@ -169,15 +169,6 @@ def _md(text: str) -> str:
 _DOMAIN_COLOURS: dict[str, str] = {"not-stuck": "green", "gated": "cyan"}
 
 
-class _Style:
-    def __init__(self, colour: bool) -> None:
-        self._on = colour
-
-    def bold(self, text: str) -> str:
-        return click.style(text, bold=True) if self._on else text
-
-    def colour(self, text: str, fg: str) -> str:
-        return click.style(text, fg=fg, bold=True) if self._on else text
-
+class _Style(Style):
     def domain(self, domain: Domain, text: str) -> str:
         return self.colour(text, _DOMAIN_COLOURS.get(domain, "red"))
