@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -14,6 +16,8 @@ from webhook.cli.lazy import LazyGroup
 from webhook.core.policy import PolicySet
 from webhook.errors import GpuAdmissionError
 from webhook.sources.policy_files import load_policy_dir
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # The shipped policies: beside the package in a checkout (or an editable install), and
 # under <prefix>/share/gpu-admission/policies where a wheel puts them (pyproject data-files).
@@ -69,6 +73,33 @@ inventory_option = click.option(
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Nodes as `kubectl get nodes -o json|yaml` writes them.",
 )
+
+
+def live_cluster_options(*, scope: str) -> Callable[[F], F]:
+    """--context, --kubeconfig, --namespace and --page-size, for commands that read a
+    live cluster (audit, diagnose); `scope` says what --namespace narrows."""
+
+    def decorate(command: F) -> F:
+        for option in reversed(
+            (
+                click.option("--context", help="kubeconfig context (live cluster)."),
+                click.option(
+                    "--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file."
+                ),
+                click.option("--namespace", "-n", help=f"Only {scope} (default: all)."),
+                click.option(
+                    "--page-size",
+                    type=click.IntRange(1, 5000),
+                    default=500,
+                    show_default=True,
+                    help="Objects per list request (live cluster).",
+                ),
+            )
+        ):
+            command = option(command)
+        return command
+
+    return decorate
 
 
 # Commands that live in their own modules, imported when run (see LazyGroup).

@@ -12,6 +12,7 @@ from webhook.cli import (
     InputError,
     color_option,
     inventory_option,
+    live_cluster_options,
     load_policies,
     policies_option,
 )
@@ -36,16 +37,7 @@ from webhook.sources.files import read_inventory
     help="Audit a dump instead of the cluster: `kubectl get ... -o json|yaml` output, "
     "Lists, NDJSON; a directory or - for stdin. Repeatable.",
 )
-@click.option("--context", help="kubeconfig context (live audit).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file.")
-@click.option("--namespace", "-n", help="Only this namespace (default: all).")
-@click.option(
-    "--page-size",
-    type=click.IntRange(1, 5000),
-    default=500,
-    show_default=True,
-    help="Objects per list request (live audit).",
-)
+@live_cluster_options(scope="this namespace")
 @click.option(
     "--output",
     "-o",

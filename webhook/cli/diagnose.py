@@ -9,7 +9,13 @@ from datetime import UTC, datetime
 
 import click
 
-from webhook.cli import InputError, color_option, load_policies, policies_option
+from webhook.cli import (
+    InputError,
+    color_option,
+    live_cluster_options,
+    load_policies,
+    policies_option,
+)
 from webhook.cli.progress import Progress
 from webhook.commands.diagnose import Diagnoser, DiagnoseReport, diagnosis_rules
 from webhook.sources.dumps import Sourced
@@ -27,16 +33,7 @@ from webhook.sources.dumps import from_files as files_source
     "(Lists of any size, in any mix and order; NDJSON and YAML too); a directory or - for "
     "stdin. Repeatable.",
 )
-@click.option("--context", help="kubeconfig context (live cluster).")
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig file.")
-@click.option("--namespace", "-n", help="Only Pods of this namespace (default: all).")
-@click.option(
-    "--page-size",
-    type=click.IntRange(1, 5000),
-    default=500,
-    show_default=True,
-    help="Objects per list request (live cluster).",
-)
+@live_cluster_options(scope="Pods of this namespace")
 @click.option("--output", "-o", type=click.Choice(["text", "markdown", "json"]), default="text")
 @color_option
 @click.argument("pods", nargs=-1)
