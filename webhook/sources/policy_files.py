@@ -66,16 +66,30 @@ def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) ->
             continue
         contents.append((str(path.relative_to(root) if root else path), data))
         try:
+            documents = 0
             for doc in iter_documents(data, source=str(path)):
+                documents += 1
                 _load_document(doc, str(path), checks, policies, kinds, errors)
         except ManifestError as exc:
             errors.append(str(exc))
+            continue
+        if documents == 0:
+            errors.append(empty_file_error(path))
     errors += _duplicates(policies)
     if errors:
         raise PolicyError("\n".join(errors))
     if not policies:
         raise PolicyError(f"{root or 'policy files'}: no GPUPolicy documents found")
     return PolicySet(tuple(policies), tuple(kinds), files_digest(contents)[:16])
+
+
+def empty_file_error(path: FsPath) -> str:
+    # A file caught between truncation and write (or a ConfigMap key emptied by a bad
+    # template) would otherwise load as a set without the policies it held.
+    return (
+        f"{path}: holds no GPUPolicy or WorkloadKinds document (empty, or only whitespace, "
+        "comments and ---): a half-written file? To drop its policies, delete the file"
+    )
 
 
 def _duplicates(policies: list[Policy]) -> list[str]:
