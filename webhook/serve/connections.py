@@ -65,6 +65,7 @@ class Shared:
 
     limits: Limits
     draining: bool = False
+    accepted: int = 0  # connections, counted before their TLS handshake
     refusal_logged_at: float = float("-inf")
 
     def note_refusal(self, open_connections: int) -> None:
@@ -86,7 +87,8 @@ class WebhookProtocol(HttpToolsProtocol):
     shared: ClassVar[Shared]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)  # on accept, before the TLS handshake
+        self.shared.accepted += 1
         self._head_timer: asyncio.TimerHandle | None = None
         self._in_head = False  # between the first byte of a request and its end of headers
         self._head_size = 0  # parsed bytes of the current head
@@ -225,21 +227,23 @@ def event_loop(*, handshake_timeout: float) -> Callable[[], asyncio.AbstractEven
 
 
 class MemoryReturn:
-    """Give the memory of a burst of connections back to the system once they are gone.
+    """Give the memory of a burst of connections back to the system once it is over.
 
     uvloop gives each TLS connection a 256 KiB read buffer from malloc. glibc raises its
     mmap threshold whenever such a block is freed, so later buffers come from the heap,
-    which fragments and is not returned: 2,000 connections left ~90 MB behind after they
-    closed. A fixed threshold keeps those buffers in mappings of their own (unmapped on
-    free), and ``malloc_trim`` after the number of connections fell returns the rest.
-    Without glibc both are skipped.
+    which fragments; and freed heap is not returned by itself: 2,000 connections left
+    ~90 MB behind after they closed. A fixed threshold keeps those buffers in mappings
+    of their own (unmapped on free), and ``malloc_trim`` once a burst of new connections
+    is over returns the rest. Without glibc both are skipped.
     """
 
     M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
+    BURST = 100  # new connections within one check: the apiserver keeps its connections
 
     def __init__(self) -> None:
         self._trim: Callable[[int], int] | None = None
-        self._peak = 0
+        self._seen = 0
+        self._burst = False
         try:
             libc = ctypes.CDLL(None)
             libc.mallopt(self.M_MMAP_THRESHOLD, 128 * 1024)
@@ -247,12 +251,14 @@ class MemoryReturn:
         except (OSError, AttributeError):
             pass
 
-    def observe(self, connections: int) -> None:
-        self._peak = max(self._peak, connections)
-        fell = self._peak - connections >= 100 and connections <= self._peak // 2
-        if fell and self._trim is not None:
+    def check(self, accepted: int) -> None:
+        """Every few seconds: ``accepted`` is the count of connections accepted so far."""
+        new, self._seen = accepted - self._seen, accepted
+        if new >= self.BURST:
+            self._burst = True
+        elif self._burst and self._trim is not None:
+            self._burst = False
             self._trim(0)
-            self._peak = connections
 
 
 class DrainingServer(uvicorn.Server):
@@ -264,7 +270,8 @@ class DrainingServer(uvicorn.Server):
         self.memory = MemoryReturn()
 
     async def on_tick(self, counter: int) -> bool:
-        self.memory.observe(len(self.server_state.connections))  # every 0.1 s
+        if counter % 50 == 0:  # uvicorn ticks every 0.1 s
+            self.memory.check(self.shared.accepted)
         return await super().on_tick(counter)
 
     async def shutdown(self, sockets: list[Any] | None = None) -> None:
