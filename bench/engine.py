@@ -20,8 +20,8 @@ from reviews import deployment, pod  # noqa: E402
 
 from webhook.commands.check import check_paths  # noqa: E402
 from webhook.core.engine import Subject, evaluate  # noqa: E402
-from webhook.core.policy import load_policy_dir  # noqa: E402
 from webhook.sources.files import read_inventory  # noqa: E402
+from webhook.sources.policy_files import load_policy_dir  # noqa: E402
 
 
 def median_us(fn, *, runs: int = 20_000) -> float:  # type: ignore[no-untyped-def]

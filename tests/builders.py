@@ -6,13 +6,16 @@ are plain dicts, as the engine sees them at admission.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.engine import Decision, Subject, evaluate
 from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
+from webhook.core.policy import Match, Policy, PolicySet
+from webhook.core.workloads import PodView
 from webhook.sources.policy_files import load_policy_dir, load_policy_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -167,3 +170,41 @@ def rules(decision: Decision) -> list[str]:
 
 def messages(decision: Decision) -> list[str]:
     return [f.message for f in decision.findings]
+
+
+RAISE_LABEL = "test.gpu-admission.io/raise"  # a pod with this label breaks BROKEN_CHECK
+
+
+def _raise_on_label(pod: PodView, inventory: Inventory, params: Any) -> Iterator[Violation]:
+    """A bug as a check would have one, after it has reported something: a KeyError on a
+    spec it did not expect, or (the label's value, when set) a ValueError quoting input."""
+    if RAISE_LABEL not in pod.labels:
+        return
+    yield Violation("partial", pod.path, "reported before the check raised")
+    if pod.labels[RAISE_LABEL]:
+        raise ValueError(pod.labels[RAISE_LABEL])
+    raise KeyError("spec")
+
+
+BROKEN_CHECK = Check(
+    name="broken",
+    params=CheckParams,
+    run=_raise_on_label,
+    rules={"partial": Rule("A finding of a check that then raised: never reported.")},
+)
+
+
+def with_broken_check(policy_set: PolicySet, *, name: str = "broken") -> PolicySet:
+    """`policy_set` plus a deny policy whose check raises on pods labelled RAISE_LABEL:
+    what every shell must report as an internal error, never as an allow."""
+    broken = Policy(
+        name=name,
+        action="deny",
+        match=Match(),
+        check=BROKEN_CHECK,
+        params=CheckParams(),
+        message_prefix="",
+        description="",
+        source="tests/builders.py",
+    )
+    return PolicySet((*policy_set.policies, broken), policy_set.custom_kinds, policy_set.digest)

@@ -100,6 +100,10 @@ VIOLATIONS: list[tuple[str, dict[str, Any]]] = [
         "gpu-device-injection/cdi-annotation",
         pod(annotations={"cdi.k8s.io/gpu": "nvidia.com/gpu=all"}),
     ),
+    (
+        "gpu-device-injection/device-annotation",
+        pod(annotations={"devices.gke.io/container.main": "- path: /dev/nvidia0"}),
+    ),
     ("gpu-device-injection/privileged", pod(container={"securityContext": {"privileged": True}})),
     ("gpu-resource-names/unknown-resource", pod(limits={"nvidia.com/mig-1g.10g": 1})),
     ("gpu-resource-names/non-integer-count", pod(limits={"nvidia.com/gpu": "500m"})),

@@ -100,6 +100,15 @@ def test_warn_findings_become_short_clean_warning_lines(tmp_path: Path):
     assert sum(len(w) for w in out["warnings"]) <= 4096
 
 
+def test_what_admission_cannot_see_is_a_warning_under_a_deny_policy(client: TestClient):
+    # The shipped policies deny; an envFrom source that may hold NVIDIA_VISIBLE_DEVICES
+    # is reported, capped at a warning: its content is not in the request.
+    obj = pod(container={"envFrom": [{"configMapRef": {"name": "app-settings"}}]})
+    out = post(client, review(obj)).json()["response"]
+    assert out["allowed"] is True and "status" not in out
+    assert out["warnings"][0].startswith("[gpu-device-injection/visible-devices-env-from]")
+
+
 def test_dryrun_findings_become_audit_annotations(tmp_path: Path):
     app = create_app(
         make_state(_policies_with(tmp_path, "dryrun")), decision_log=DecisionLog(io.BytesIO())

@@ -14,13 +14,14 @@ from auditobjects import (
     pod,
     replicaset,
 )
-from builders import POLICIES
+from builders import POLICIES, RAISE_LABEL, with_broken_check
 
 from webhook.commands.audit import Auditor, AuditReport, ObjectRef
 from webhook.core.inventory import Inventory
 from webhook.sources.policy_files import load_policy_dir
 
 PRIVILEGED = ("gpu-device-injection", "privileged")
+NO_NODES = Inventory.unknown()
 
 
 def audit(objects: list[dict[str, Any]]) -> AuditReport:
@@ -116,14 +117,26 @@ def test_skipped_objects_are_counted_by_reason() -> None:
     }
 
 
-def test_cluster_scoped_objects_have_no_namespace() -> None:
+def test_a_pod_without_a_namespace_is_judged_and_reported_in_default() -> None:
+    # As `check` and `kubectl apply` place it (core.subject); a Pod is never cluster-scoped.
     obj = pod("p", privileged=True)
     del obj["metadata"]["namespace"]
 
     report = audit([obj])
 
-    assert report.entries[0].resource == ObjectRef("v1", "Pod", "", "p", "uid-pod-team-a-p")
-    assert str(report.entries[0].resource) == "Pod p"
+    assert report.entries[0].resource == ObjectRef("v1", "Pod", "default", "p", "uid-pod-team-a-p")
+    assert str(report.entries[0].resource) == "Pod default/p"
+
+
+def test_cluster_scoped_owners_have_no_namespace() -> None:
+    # The kubelet's mirror Pod of a static Pod is owned by its Node.
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-0", "uid": "uid-n"}}
+    mirror = pod("etcd-gpu-0", owner=("Node", "gpu-0", "uid-n"), privileged=True)
+
+    report = audit([node, mirror])
+
+    assert rows(report) == [("Node gpu-0", *PRIVILEGED, 1)]
+    assert report.entries[0].resource.namespace == ""
 
 
 def test_findings_are_the_same_as_at_admission() -> None:
@@ -156,25 +169,16 @@ def test_errors_make_exit_code_2() -> None:
     assert auditor.report().exit_code("never") == 2
 
 
-def test_an_internal_error_on_one_object_is_reported_and_the_audit_goes_on(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import webhook.commands.audit
-    from webhook.core.engine import evaluate as real
-
-    def flaky(policy_set: Any, subject: Any, inventory: Any) -> Any:
-        if subject.obj["metadata"]["name"] == "boom":
-            raise KeyError("spec")
-        return real(policy_set, subject, inventory)
-
-    monkeypatch.setattr(webhook.commands.audit, "evaluate", flaky)
-    auditor = Auditor(load_policy_dir(POLICIES), Inventory.unknown())
-    auditor.add(pod("boom"), location="dump.json:7")
+def test_an_internal_error_on_one_object_is_reported_and_the_audit_goes_on() -> None:
+    # A check that raises on one object (a bug) makes that object an error, not a pass.
+    auditor = Auditor(with_broken_check(load_policy_dir(POLICIES)), NO_NODES)
+    auditor.add(pod("boom", labels={RAISE_LABEL: ""}), location="dump.json:7")
     auditor.add(pod("next", privileged=True), location="dump.json:30")
 
     report = auditor.report()
     assert report.errors == (
-        "dump.json:7: internal error while evaluating Pod team-a/boom: KeyError: 'spec'",
+        "dump.json:7: internal error while evaluating Pod team-a/boom: policy broken "
+        "(check broken): KeyError: 'spec'",
     )
     assert rows(report) == [("Pod team-a/next", *PRIVILEGED, 0)]
     assert report.exit_code("never") == 2

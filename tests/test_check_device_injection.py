@@ -7,7 +7,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from builders import container, gpu, messages, only, pod, policy_file, rules, run, template_of
+from builders import (
+    cluster,
+    container,
+    gpu,
+    messages,
+    only,
+    pod,
+    policy_file,
+    rules,
+    run,
+    shipped,
+    template_of,
+)
 
 from webhook.core.engine import Subject, evaluate
 from webhook.core.inventory import Inventory
@@ -62,12 +74,12 @@ def host_path_pod(path: str, *, mounted_by: str = "containers") -> dict[str, Any
         (
             "/",
             'exposes host path "/", a parent of GPU device paths (/dev/nvidia[0-9]*, '
-            "/dev/nvidiactl, /dev/nvidia-uvm and 8 more)",
+            "/dev/nvidiactl, /dev/nvidia-uvm and 10 more)",
         ),
         (
             "/dev",
             'exposes host path "/dev", a parent of GPU device paths (/dev/nvidia[0-9]*, '
-            "/dev/nvidiactl, /dev/nvidia-uvm and 8 more)",
+            "/dev/nvidiactl, /dev/nvidia-uvm and 10 more)",
         ),
         ("//dev/", 'host path "/dev" (normalised from "//dev/"), a parent of GPU device paths'),
     ],
@@ -197,15 +209,20 @@ NVD = "NVIDIA_VISIBLE_DEVICES"
         ({"name": "NVIDIA_IMEX_CHANNELS", "value": "0"}, None, "containers", "IMEX_CHANNELS"),
         # An AMD GPU request does not make an NVIDIA variable legitimate.
         ({"name": NVD, "value": "all"}, {"amd.com/gpu": 1}, "containers", f'sets {NVD}="all"'),
-        # Safe values, and containers that request an NVIDIA GPU: nothing to report.
+        # A zero count asks the device plugin for nothing: still no GPU request.
+        ({"name": NVD, "value": "all"}, {"nvidia.com/gpu": 0}, "containers", "requests no GPU"),
+        # Beside a GPU request the variable overrides the plugin's own list.
+        ({"name": NVD, "value": "all"}, {"nvidia.com/gpu": 1}, "containers", "beside its"),
+        ({"name": NVD, "value": "GPU-3f0a"}, {"nvidia.com/gpu": 1}, "containers", "beside its"),
+        ({"name": NVD, "value": "all"}, {"nvidia.com/mig-1g.10gb": 1}, "containers", "beside"),
+        ({"name": NVD, "value": "all"}, {"nvidia.com/gpu.shared": 1}, "containers", "beside"),
+        # Safe values: nothing to report, with a GPU request or without.
         ({"name": NVD, "value": "none"}, None, "containers", None),
         ({"name": NVD, "value": "void"}, None, "containers", None),
         ({"name": NVD, "value": "VOID"}, None, "containers", None),
         ({"name": NVD, "value": ""}, None, "containers", None),
         ({"name": NVD}, None, "containers", None),
-        ({"name": NVD, "value": "all"}, {"nvidia.com/gpu": 1}, "containers", None),
-        ({"name": NVD, "value": "all"}, {"nvidia.com/mig-1g.10gb": 1}, "containers", None),
-        ({"name": NVD, "value": "all"}, {"nvidia.com/gpu.shared": 1}, "containers", None),
+        ({"name": NVD, "value": "void"}, {"nvidia.com/gpu": 1}, "containers", None),
         ({"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "all"}, None, "containers", None),
         ({"name": "CUDA_VISIBLE_DEVICES", "value": "0"}, None, "containers", None),
     ],
@@ -361,3 +378,350 @@ def test_user_values_are_made_safe_for_one_line() -> None:
     (message,) = messages(run(POLICY, obj))
     assert re.search(r'sets NVIDIA_VISIBLE_DEVICES="all\?\?\[31mx+…"', message)
     assert "\n" not in message
+
+
+# --- Aliases of device nodes, and the paths that stay allowed ----------------------------
+
+BYPASS = (
+    "the container reaches GPUs the device plugin never allocated, so the scheduler can hand "
+    "the same GPU to another Pod"
+)
+HOST_ROOT = "the host's root filesystem as a host process sees it, GPU device nodes included"
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/dev/char/195:0", 'host path "/dev/char/195:0", a GPU device node,'),
+        ("/dev/char/195:255", 'host path "/dev/char/195:255", a GPU device node,'),
+        ("/dev/char", 'host path "/dev/char", GPU device path /dev/char,'),
+        ("/dev/char/", 'host path "/dev/char" (normalised from "/dev/char/"), GPU device path'),
+        ("/dev/char/508:0", '"/dev/char/508:0", inside GPU device directory /dev/char,'),
+        ("/proc/1/root", f'host path "/proc/1/root", a path through /proc/1/root, {HOST_ROOT},'),
+        ("/proc/1/root/dev/nvidia0", '"/proc/1/root/dev/nvidia0", a path through /proc/1/root,'),
+        ("/proc/4242/root/", '"/proc/4242/root" (normalised from "/proc/4242/root/"), a path'),
+        ("/proc/self/root", f'"/proc/self/root", a path through /proc/self/root, {HOST_ROOT},'),
+        ("/proc/thread-self/root", "a path through /proc/thread-self/root, the host's root"),
+        ("//proc/./1/root/dev", '"/proc/1/root/dev" (normalised from "//proc/./1/root/dev")'),
+        ("/proc/1/task/1/root", "a path through /proc/1/task/1/root, the host's root"),
+        ("/proc/1/cwd", "a path through /proc/1/cwd, a host process's working directory, which"),
+        ("/proc/77/fd/3", "a path through /proc/77/fd/3, a file a host process holds open"),
+        ("/proc/77/map_files/7f00-7f01", "a file a host process has mapped, which can be a GPU"),
+    ],
+)
+def test_hostpath_aliases_of_device_nodes(path: str, why: str) -> None:
+    decision = run(POLICY, host_path_pod(path))
+    assert rules(decision) == ["hostpath-device"]
+    assert why in decision.findings[0].message
+
+
+def test_host_root_message_in_full() -> None:
+    (message,) = messages(run(POLICY, host_path_pod("/proc/1/root/dev/nvidia0")))
+    assert message == (
+        'hostPath volume "dev" (spec.volumes[0].hostPath.path) exposes host path '
+        '"/proc/1/root/dev/nvidia0", a path through /proc/1/root, the host\'s root filesystem '
+        'as a host process sees it, GPU device nodes included, mounted by container "main": '
+        f"{BYPASS}. Remove the hostPath volume and {FIX}."
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/usr/lib/x86_64-linux-gnu",  # driver libraries: no device nodes
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/dev/char0",
+        # A host /proc (node exporters): lookups through /proc/<pid>/root inside it are the
+        # container's own, which the kernel checks (docs/policies.md).
+        "/proc/1",
+        "/proc/self",
+        "/proc/1/ns/net",
+        "/proc/1/status",
+        "/proc/1/rootfs",
+        "/proc/rootfs/1/root",
+        "/proc/" + "9" * 11 + "/root",  # no pid has 11 digits (the limit is 2**22)
+    ],
+)
+def test_more_hostpaths_that_reach_no_gpu(path: str) -> None:
+    assert rules(run(POLICY, host_path_pod(path))) == []
+
+
+@pytest.mark.parametrize(
+    ("host", "field", "sub", "found"),
+    [
+        ("/proc", "subPath", "driver/nvidia", '"/proc/driver/nvidia", GPU device path'),
+        ("/run", "subPath", "../dev/nvidia0", '"/dev/nvidia0", a GPU device node'),
+        ("/proc", "subPathExpr", "driver/nvidia/gpus", "inside GPU device directory"),
+        ("/proc", "subPathExpr", "$(POD_NAME)", None),  # expands at run time: not judged
+        ("/proc", "subPath", "meminfo", None),
+    ],
+)
+def test_hostpath_sub_paths(host: str, field: str, sub: str, found: str | None) -> None:
+    mount = {"name": "host", "mountPath": "/host", field: sub}
+    obj = pod(
+        container("main", volumeMounts=[mount]),
+        volumes=[{"name": "host", "hostPath": {"path": host}}],
+    )
+    decision = run(POLICY, obj)
+    if found is None:
+        assert rules(decision) == []
+        return
+    assert rules(decision) == ["hostpath-device"]
+    assert decision.findings[0].path == ("spec", "containers", 0, "volumeMounts", 0, field)
+    assert found in decision.findings[0].message
+
+
+def test_sub_path_message_in_full() -> None:
+    mount = {"name": "host", "mountPath": "/host", "subPath": "driver/nvidia"}
+    obj = pod(
+        container("main", volumeMounts=[mount]),
+        volumes=[{"name": "host", "hostPath": {"path": "/proc"}}],
+    )
+    (message,) = messages(run(POLICY, obj))
+    assert message == (
+        'container "main" mounts hostPath volume "host" (host path "/proc") with subPath '
+        '"driver/nvidia" (spec.containers[0].volumeMounts[0].subPath), which is host path '
+        f'"/proc/driver/nvidia", GPU device path /proc/driver/nvidia: {BYPASS}. Remove the '
+        f"subPath (or the volume) and {FIX}."
+    )
+
+
+def test_a_huge_host_path_is_judged_and_shown_short() -> None:
+    # 1 MB of slashes still normalises to /dev/nvidia0; the message stays one short line.
+    decision = run(POLICY, host_path_pod("/" * 1_000_000 + "dev/nvidia0"))
+    (message,) = messages(decision)
+    assert 'exposes host path "/dev/nvidia0" (normalised from "////' in message
+    assert len(message) < 700
+
+
+# --- Device-list variables beside a GPU request ------------------------------------------
+
+
+def test_env_beside_a_gpu_request_message_in_full() -> None:
+    obj = pod(container("main", limits={"nvidia.com/gpu": 1}, env=[{"name": NVD, "value": "all"}]))
+    (message,) = messages(run(POLICY, obj))
+    assert message == (
+        f'container "main" sets {NVD}="all" (spec.containers[0].env[0]) beside its '
+        "nvidia.com/gpu request: the device plugin passes the GPUs it allocated in "
+        f"{NVD} (its default deviceListStrategy, envvar), and a value set in the pod "
+        "overrides them, so the container reaches GPUs the scheduler never gave it. Remove "
+        "the variable and let the device plugin choose the GPUs."
+    )
+
+
+def test_zero_gpus_with_visible_devices_all_message_in_full() -> None:
+    obj = pod(container("main", limits={"nvidia.com/gpu": 0}, env=[{"name": NVD, "value": "all"}]))
+    (message,) = messages(run(POLICY, obj))
+    assert message == (
+        f'container "main" sets {NVD}="all" (spec.containers[0].env[0]) but requests no GPU: '
+        "the NVIDIA container runtime would give it GPUs outside the device plugin's "
+        f'accounting. Remove the variable (or set it to "void"), and {FIX}.'
+    )
+
+
+def test_another_device_list_variable_beside_a_gpu_request() -> None:
+    env = [{"name": "NVIDIA_IMEX_CHANNELS", "value": "0"}]
+    (message,) = messages(
+        run(POLICY, pod(container("main", limits={"nvidia.com/gpu": 1}, env=env)))
+    )
+    assert message.startswith(
+        'container "main" sets NVIDIA_IMEX_CHANNELS="0" (spec.containers[0].env[0]) beside its '
+        "nvidia.com/gpu request: the NVIDIA container runtime adds the devices it names to "
+        "those the device plugin allocated,"
+    )
+
+
+# --- envFrom: what admission cannot see is a warning --------------------------------------
+
+ALL_NAMES = (
+    "NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES or "
+    "NVIDIA_IMEX_CHANNELS"
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "env", "names"),
+    [
+        ({"configMapRef": {"name": "settings"}}, [], ALL_NAMES),
+        ({"secretRef": {"name": "creds"}}, [], ALL_NAMES),
+        ({"configMapRef": {"name": "s"}, "prefix": "NVIDIA_"}, [], ALL_NAMES),
+        (
+            {"configMapRef": {"name": "s"}, "prefix": "NVIDIA_MIG_"},
+            [],
+            "NVIDIA_MIG_CONFIG_DEVICES or NVIDIA_MIG_MONITOR_DEVICES",
+        ),
+        ({"configMapRef": {"name": "s"}, "prefix": "N"}, [], ALL_NAMES),
+        # env wins over envFrom: a name the container pins itself is closed.
+        (
+            {"configMapRef": {"name": "s"}},
+            [{"name": NVD, "value": "void"}],
+            "NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES or NVIDIA_IMEX_CHANNELS",
+        ),
+        # Prefixes that cannot form any of the names: no grant at all.
+        ({"configMapRef": {"name": "s"}, "prefix": "APP_"}, [], None),
+        ({"configMapRef": {"name": "s"}, "prefix": NVD}, [], None),  # keys are never empty
+        (
+            {"configMapRef": {"name": "s"}, "prefix": "NVIDIA_MIG_"},
+            [
+                {"name": "NVIDIA_MIG_CONFIG_DEVICES", "value": "void"},
+                {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "none"},
+            ],
+            None,
+        ),
+    ],
+)
+def test_env_from(source: dict[str, Any], env: list[Any], names: str | None) -> None:
+    decision = run(POLICY, pod(container("main", envFrom=[source], env=env)))
+    if names is None:
+        assert rules(decision) == []
+        return
+    assert [(f.rule, f.action) for f in decision.findings] == [("visible-devices-env-from", "warn")]
+    assert f"which may set {names}: " in decision.findings[0].message
+
+
+def test_env_from_message_in_full() -> None:
+    decision = run(POLICY, pod(container("main", envFrom=[{"configMapRef": {"name": "settings"}}])))
+    (finding,) = decision.findings
+    assert (finding.action, finding.path) == (
+        "warn",
+        ("spec", "containers", 0, "envFrom", 0, "configMapRef"),
+    )
+    assert finding.message == (
+        'container "main" takes variables from ConfigMap "settings" '
+        f"(spec.containers[0].envFrom[0].configMapRef), which may set {ALL_NAMES}: what the "
+        "ConfigMap holds is not known at admission, and a device list there gives the container "
+        f'GPUs outside the device plugin\'s accounting. Set {NVD} to "void" in its env (env '
+        "wins over envFrom), or give envFrom a prefix that cannot form these names (e.g. APP_)."
+    )
+    assert not decision.denied
+
+
+def test_env_from_beside_a_gpu_request_message_in_full() -> None:
+    c = container(
+        "main",
+        limits={"nvidia.com/gpu": 1},
+        envFrom=[{"secretRef": {"name": "creds"}, "prefix": "NVIDIA_"}],
+    )
+    (message,) = messages(run(POLICY, pod(c)))
+    assert message == (
+        'container "main" takes variables from Secret "creds" with prefix "NVIDIA_" '
+        f"(spec.containers[0].envFrom[0].secretRef), which may set {ALL_NAMES}: what the "
+        "Secret holds is not known at admission, and a device list there overrides the GPUs "
+        "the device plugin allocated. Give envFrom a prefix that cannot form these names (e.g. "
+        "APP_), or take only the keys the container needs with env valueFrom."
+    )
+
+
+# --- Device-injecting annotations ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "rule", "targets"),
+    [
+        ("devices.gke.io/container.main", "device-annotation", 'to container "main",'),
+        ("devices.gke.io/pod", "device-annotation", "to every container of the pod,"),
+        ("devices.gke.io", "device-annotation", "to every container of the pod,"),
+        ("devices.noderesource.dev/container.main", "device-annotation", 'container "main",'),
+        ("devices.nri.io/container.main", "device-annotation", 'to container "main",'),
+        ("mounts.noderesource.dev/pod", "device-annotation", "to every container of the pod,"),
+        ("mounts.nri.io/container.main", "device-annotation", 'to container "main",'),
+        ("cdi-devices.noderesource.dev/container.main", "cdi-annotation", 'into container "main"'),
+        ("cdi-devices.nri.io/pod", "cdi-annotation", "inject CDI devices without"),
+        ("nvidia.cdi.k8s.io/container.main", "cdi-annotation", 'into container "main" without'),
+        ("cdi.k8s.io/nvidia-gpus", "cdi-annotation", "inject CDI devices without"),
+        # Look-alikes: another domain, a longer one, a family the policy does not list.
+        ("nvidia.cdi.k8s.io.example/x", None, None),
+        ("example.com/devices.gke.io", None, None),
+        ("network-devices.noderesource.dev/container.main", None, None),
+        ("sysctl.noderesource.dev/container.main", None, None),
+    ],
+)
+def test_device_annotations(key: str, rule: str | None, targets: str | None) -> None:
+    decision = run(POLICY, pod(container("main"), annotations={key: "- path: /dev/nvidia0"}))
+    if rule is None:
+        assert rules(decision) == []
+        return
+    assert rules(decision) == [rule]
+    assert decision.findings[0].path == ("metadata", "annotations", key)
+    assert targets is not None and targets in decision.findings[0].message
+
+
+def test_gke_annotation_message_in_full() -> None:
+    obj = pod(
+        container("main"),
+        container("tcpxo-daemon"),
+        annotations={"devices.gke.io/container.tcpxo-daemon": "- path: /dev/nvidia0\n"},
+    )
+    (message,) = messages(run(POLICY, obj))
+    assert message == (
+        'annotation "devices.gke.io/container.tcpxo-daemon" '
+        '(metadata.annotations["devices.gke.io/container.tcpxo-daemon"]) asks an NRI device '
+        "injector on the node to add the host devices or mounts it lists to container "
+        '"tcpxo-daemon", outside the device plugin\'s allocation. Remove the annotation and '
+        f"{FIX}."
+    )
+
+
+def test_an_annotation_for_a_container_the_pod_lacks() -> None:
+    obj = pod(container("main"), annotations={"devices.noderesource.dev/container.dbg": "x"})
+    (message,) = messages(run(POLICY, obj))
+    assert 'to container "dbg", which the pod does not have yet (an ephemeral container ' in (
+        message
+    )
+    assert "kubectl debug adds under that name would get them), outside" in message
+
+
+@pytest.mark.parametrize(
+    ("prefix", "error"),
+    [
+        ("example.com/gpu-", "'example.com/gpu-' is not an annotation key prefix"),
+        ("/", "'/' is not an annotation key prefix"),
+    ],
+)
+def test_annotation_prefixes_are_key_prefixes(tmp_path: Path, prefix: str, error: str) -> None:
+    from webhook.errors import PolicyError
+
+    with pytest.raises(PolicyError, match=re.escape(error)):
+        policy_file(tmp_path, "bad", POLICY_HEAD + f"    deviceAnnotationPrefixes: ['{prefix}']\n")
+
+
+# --- Privileged containers of every kind, and the controls ------------------------------
+
+
+def test_a_privileged_sidecar_is_denied() -> None:
+    sidecar = container("proxy", restartPolicy="Always", securityContext={"privileged": True})
+    decision = run(POLICY, pod(container("app"), initContainers=[sidecar]))
+    assert rules(decision) == ["privileged"]
+    assert decision.findings[0].path == (
+        "spec",
+        "initContainers",
+        0,
+        "securityContext",
+        "privileged",
+    )
+
+
+def test_a_labelled_mig_pod_passes_every_shipped_policy() -> None:
+    labels = {
+        "gpu-admission.io/peak-memory": "8Gi",
+        "gpu-admission.io/slo-class": "latency-sensitive",
+    }
+    obj = pod(
+        container(
+            "infer",
+            limits={"nvidia.com/mig-1g.10gb": 1},
+            env=[{"name": NVD, "value": "void"}, {"name": "NCCL_DEBUG", "value": "INFO"}],
+            volumeMounts=[
+                {"name": "shm", "mountPath": "/dev/shm"},
+                {"name": "libs", "mountPath": "/usr/lib/x86_64-linux-gnu", "readOnly": True},
+                {"name": "ib", "mountPath": "/dev/infiniband"},
+            ],
+        ),
+        labels=labels,
+        volumes=[
+            {"name": "shm", "hostPath": {"path": "/dev/shm"}},
+            {"name": "libs", "hostPath": {"path": "/usr/lib/x86_64-linux-gnu"}},
+            {"name": "ib", "hostPath": {"path": "/dev/infiniband"}},
+        ],
+    )
+    assert run(shipped(), obj, cluster()).findings == ()

@@ -160,15 +160,27 @@ def as_json(proc: subprocess.CompletedProcess[str]) -> tuple[int, dict[str, Any]
 
 def expected_findings(path: Path) -> list[str]:
     """The `# expect: policy/rule` lines at the top of an example file."""
-    return sorted(re.findall(r"^# expect: (\S+)$", path.read_text(), flags=re.MULTILINE))
+    return sorted(e for e, _ in expected_actions(path))
+
+
+def expected_actions(path: Path) -> list[tuple[str, str]]:
+    """(policy/rule, action) per `# expect:` line; ` (warn)` after one marks a warning."""
+    found = re.findall(r"^# expect: (\S+)(?: \((warn)\))?$", path.read_text(), flags=re.MULTILINE)
+    return [(rule, action or "deny") for rule, action in found]
+
+
+def expected_count(action: str) -> int:
+    return sum(a == action for p in EXAMPLE_FILES for _, a in expected_actions(p))
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: str(p.relative_to(MANIFESTS)))
 def test_each_example_yields_exactly_what_it_says(runs: Any, path: Path) -> None:
     _, body = as_json(runs["examples-json"])
     rel = str(path.relative_to(ROOT))
-    found = sorted(f"{r['policy']}/{r['rule']}" for r in body["results"] if r["file"] == rel)
-    assert found == expected_findings(path)
+    found = sorted(
+        (f"{r['policy']}/{r['rule']}", r["action"]) for r in body["results"] if r["file"] == rel
+    )
+    assert found == sorted(expected_actions(path))
     assert bool(found) is (path.parent.name == "bad")
 
 
@@ -182,7 +194,7 @@ def test_examples_json_shape_and_summary(runs: Any) -> None:
     assert code == 1
     assert list(body) == ["results", "summary", "errors"]
     assert all(list(r) == RESULT_FIELDS for r in body["results"])
-    assert {r["action"] for r in body["results"]} == {"deny"}
+    assert {r["action"] for r in body["results"]} == {"deny", "warn"}
     n = len(EXAMPLE_FILES)
     assert body["summary"] == {
         "files": n,
@@ -190,8 +202,8 @@ def test_examples_json_shape_and_summary(runs: Any) -> None:
         "evaluated": n - 1,
         "skipped": 1,
         "skippedReasons": {"no policy matches DaemonSet in namespace gpu-operator": 1},
-        "deny": sum(len(expected_findings(p)) for p in EXAMPLE_FILES),
-        "warn": 0,
+        "deny": expected_count("deny"),
+        "warn": expected_count("warn"),
         "dryrun": 0,
         "errors": 0,
     }
@@ -203,7 +215,9 @@ LINE_HOLDS = {
     "hostpath-device": r"^\s+path: ",
     "device-list-volume-mount": r"^\s+mountPath: /var/run/nvidia-container-devices",
     "visible-devices-env": r"^\s+- name: NVIDIA_VISIBLE_DEVICES$",
+    "visible-devices-env-from": r"^\s+- configMapRef:$",
     "cdi-annotation": r"^\s+cdi\.k8s\.io/",
+    "device-annotation": r"^\s+devices\.gke\.io/container\.profiler: \|$",
     "privileged": r"^\s+privileged: true$",
     "unknown-resource": r"^\s+nvidia\.com/",
     "insufficient-capacity": r"^\s+nvidia\.com/gpu: 9$",
@@ -244,14 +258,14 @@ def test_examples_text_output(runs: Any) -> None:
         assert len(lines) == 2 * len(results)
         for r, head, message in zip(results, lines[::2], lines[1::2], strict=True):
             assert head == (
-                f"  {r['line']:>4}  DENY   {r['policy']}/{r['rule']}  "
+                f"  {r['line']:>4}  {r['action'].upper():6} {r['policy']}/{r['rule']}  "
                 f"{r['kind']} {r['namespace']}/{r['name']}"
             )
             assert message == "        " + r["message"]
-    n, deny = len(EXAMPLE_FILES), len(body["results"])
+    n, deny, warn = len(EXAMPLE_FILES), expected_count("deny"), expected_count("warn")
     assert blocks[-1] == (
         f"{n} files, {n} objects: {n - 1} checked, 1 skipped (1 no policy matches DaemonSet in "
-        f"namespace gpu-operator); findings: {deny} deny, 0 warn, 0 dryrun"
+        f"namespace gpu-operator); findings: {deny} deny, {warn} warn, 0 dryrun"
     )
 
 

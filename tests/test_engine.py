@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from builders import (
 )
 
 from webhook.checks import registry
-from webhook.core.engine import INVENTORY_RULES, Staleness, Subject, evaluate
+from webhook.core.engine import Staleness, Subject, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 from webhook.sources.policy_files import load_policy_files
@@ -282,9 +283,29 @@ def test_stale_inventory_never_escalates_a_warn_policy(tmp_path: Path) -> None:
     )
 
 
-def test_inventory_rules_are_rules_of_the_checks() -> None:
-    all_rules = {rule for check in registry().values() for rule in check.rules}
-    assert all_rules >= INVENTORY_RULES  # a renamed rule must not escape the staleness rule
+def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
+    # The engine has no list of its own: what follows --stale-inventory is what each
+    # check declares (Rule.uses_inventory), so a renamed rule cannot escape it.
+    assert {
+        (name, rule) for name, check in registry().items() for rule in sorted(check.inventory_rules)
+    } == {
+        ("resource-names", "unknown-resource"),
+        ("resource-names", "insufficient-capacity"),
+        ("resource-names", "no-candidate-node"),
+        ("memory-fit", "exceeds-device-memory"),
+        ("memory-fit", "unknown-device-memory"),
+        ("slo-class", "sharing-mode-not-accepted"),
+    }
+
+
+def test_the_docs_describe_every_rule_and_the_inventory_rules() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs/policies.md").read_text()
+    for check in registry().values():
+        for rule in check.rules:
+            assert f"\n| `{rule}` |" in docs, f"docs/policies.md has no row for {rule}"
+    stale = docs[docs.index("**Stale inventory.**") :].split("\n\n")[0]
+    listed = set(re.findall(r"`([a-z-]+)`", stale.split(").")[0]))
+    assert listed == {rule for check in registry().values() for rule in check.inventory_rules}
 
 
 def test_evaluation_is_pure() -> None:

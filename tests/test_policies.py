@@ -57,7 +57,7 @@ def test_every_check_has_rules_and_is_shipped() -> None:
     shipped = {p.check.name for p in load_policy_dir(POLICIES).policies}
     assert shipped == set(checks)
     for check in checks.values():
-        assert check.rules and all(help_text.endswith(".") for help_text in check.rules.values())
+        assert check.rules and all(rule.help.endswith(".") for rule in check.rules.values())
 
 
 HEAD = "apiVersion: gpu-admission.io/v1alpha1\nkind: GPUPolicy\nmetadata:\n  name: p\nspec:\n"

@@ -48,7 +48,7 @@ def test_shipped_suites_pass_by_default() -> None:
     code, out = run()
 
     assert code == 0
-    assert out.rstrip().endswith("4 suites, 39 cases: 39 passed, 0 failed")
+    assert out.rstrip().endswith("4 suites, 44 cases: 44 passed, 0 failed")
 
 
 def test_a_passing_suite(tmp_path: Path) -> None:
@@ -142,8 +142,8 @@ MALFORMED = [
     ),
     (
         suite([case(outcome="maybe")]),
-        "field spec.cases[0].expect.outcome: Input should be 'allow', 'warn' or 'deny' "
-        "(got 'maybe')",
+        "field spec.cases[0].expect.outcome: Input should be 'allow', 'warn', 'deny', 'skip' "
+        "or 'error' (got 'maybe')",
         "outcome",
     ),
     (

@@ -113,6 +113,10 @@ def _annotation(key: str) -> Callable[[Obj, Obj], None]:
     return apply
 
 
+def _env_from(spec: Obj, meta: Obj) -> None:
+    first(spec)["envFrom"] = [{"configMapRef": {"name": "settings"}}]
+
+
 def _device_list_mount(path: str) -> Callable[[Obj, Obj], None]:
     def apply(spec: Obj, meta: Obj) -> None:
         spec["volumes"] = [{"name": "list", "emptyDir": {}}]
@@ -138,6 +142,11 @@ VIOLATIONS: dict[str, Callable[[Obj, Obj], None]] = {
     "privileged": _privileged,
     "cdi-annotation": _annotation("cdi.k8s.io/gpu"),
     "nvidia-cdi-annotation": _annotation("nvidia.cdi.k8s.io/gpu"),
+    "nri-cdi-annotation": _annotation("cdi-devices.noderesource.dev/container.main"),
+    "nri-device-annotation": _annotation("devices.noderesource.dev/pod"),
+    "nri-mount-annotation": _annotation("mounts.nri.io"),
+    "gke-device-annotation": _annotation("devices.gke.io/container.main"),
+    "env-from": _env_from,
     "device-list-mount": _device_list_mount("/var/run/nvidia-container-devices"),
     "device-list-mount-below": _device_list_mount("/var/run/nvidia-container-devices/all"),
     "device-list-mount-unnormalised": _device_list_mount("//var/run/./nvidia-container-devices/"),

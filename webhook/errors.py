@@ -21,5 +21,9 @@ class ReviewError(GpuAdmissionError):
     """A request is not a valid AdmissionReview (HTTP 400, never a deny)."""
 
 
+class EvaluationError(GpuAdmissionError):
+    """A check raised while judging an object: an internal fault (HTTP 500, exit 2)."""
+
+
 class QuantityError(ValueError):
     """A string is not a Kubernetes resource quantity."""

@@ -1,28 +1,44 @@
 """gpu-device-injection: ways a container reaches GPUs without the device plugin.
 
-hostPath device nodes, the device-list volume mount, NVIDIA_* env vars without a GPU
-request, CDI annotations, and privileged mode all hand a container GPUs the scheduler
-never counted: two Pods then share one GPU without knowing, and health checks miss it.
+hostPath device nodes (and their aliases), the device-list volume mount, device-list
+variables in env or possibly in envFrom, CDI and NRI device annotations, and privileged
+mode all hand a container GPUs the scheduler never counted: two Pods then share one GPU
+without knowing, and health checks miss it. What each container reaches is worked out
+once, in `webhook.core.access`; this check only words the findings.
 """
 
 from __future__ import annotations
 
-import posixpath
-import re
-from collections.abc import Iterator
-from fnmatch import fnmatchcase
-from functools import lru_cache
+from collections.abc import Callable, Iterable
+from functools import cached_property
 
-from webhook.core.check import Check, CheckParams, Violation
+from pydantic import field_validator
+
+from webhook.core.access import (
+    AccessRules,
+    EnvFrom,
+    Grant,
+    HostPath,
+    PodAccess,
+    annotation_prefix,
+    gpu_resources,
+    pod_access,
+)
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
-from webhook.core.text import listing, matches_any, shown
-from webhook.core.workloads import ContainerRef, PodView, as_dict, as_list
+from webhook.core.text import shown
+from webhook.core.workloads import ContainerRef, PodView
 
 FIX = (
     "request GPUs through resources.limits (e.g. nvidia.com/gpu: 1) so the device plugin "
     "allocates them"
 )
+BYPASS = (
+    "the container reaches GPUs the device plugin never allocated, so the scheduler can "
+    "hand the same GPU to another Pod"
+)
+LATER = "an ephemeral container kubectl debug adds under that name would get them"
 
 
 class Params(CheckParams):
@@ -35,11 +51,13 @@ class Params(CheckParams):
         "/dev/nvidia-nvswitch*",
         "/dev/nvidia-fs*",
         "/dev/kfd",
+        "/dev/char/195:*",  # udev's major:minor links; 195 is the NVIDIA major
     )
     device_directories: tuple[str, ...] = (
         "/dev/nvidia-caps",
         "/dev/nvidia-caps-imex-channels",
         "/dev/dri",
+        "/dev/char",  # nvidia-uvm's major is dynamic: any link there may be it
         "/proc/driver/nvidia",
     )
     device_list_mount_dir: str = "/var/run/nvidia-container-devices"
@@ -51,163 +69,222 @@ class Params(CheckParams):
     )
     safe_env_values: tuple[str, ...] = ("none", "void", "")
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
-    cdi_annotation_prefixes: tuple[str, ...] = ("cdi.k8s.io/", "nvidia.cdi.k8s.io")
+    cdi_annotation_prefixes: tuple[str, ...] = (
+        "cdi.k8s.io/",
+        "nvidia.cdi.k8s.io/",
+        "cdi-devices.noderesource.dev/",
+        "cdi-devices.nri.io/",
+    )
+    device_annotation_prefixes: tuple[str, ...] = (
+        "devices.noderesource.dev/",
+        "devices.nri.io/",
+        "mounts.noderesource.dev/",
+        "mounts.nri.io/",
+        "devices.gke.io/",
+    )
     deny_privileged: bool = True
 
+    @field_validator("cdi_annotation_prefixes", "device_annotation_prefixes")
+    @classmethod
+    def _annotation_prefixes(cls, prefixes: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in prefixes:
+            annotation_prefix(prefix)  # raises ValueError, which names the prefix
+        return prefixes
 
-@lru_cache(maxsize=1024)
-def normalise(path: str) -> str:
-    """`//dev/./nvidia0/` -> `/dev/nvidia0`; `..` cannot climb above `/`."""
-    collapsed = re.sub(r"/+", "/", "/" + path)
-    return posixpath.normpath(collapsed)
-
-
-def classify(path: str, params: Params) -> str | None:
-    """Why a host path reaches GPU devices, or None."""
-    for pattern in params.device_paths:
-        if fnmatchcase(path, pattern):
-            return "a GPU device node"
-    for directory in params.device_directories:
-        if path == directory or path.startswith(directory + "/"):
-            return (
-                f"GPU device path {directory}"
-                if path == directory
-                else f"inside GPU device directory {directory}"
-            )
-    # A parent reaches the device nodes below it. Directories outside /dev (the driver's
-    # /proc/driver/nvidia) hold no device nodes, so their parents (/proc) stay allowed.
-    targets = [t for t in (*params.device_paths, *params.device_directories) if t[:5] == "/dev/"]
-    below = [t for t in targets if path == "/" or t.startswith(path + "/")]
-    if below:
-        return f"a parent of GPU device paths ({listing(below)})"
-    return None
-
-
-def _hostpath_volumes(pod: PodView, params: Params) -> Iterator[Violation]:
-    for index, volume in enumerate(as_list(pod.spec.get("volumes"))):
-        host = as_dict(as_dict(volume).get("hostPath"))
-        raw = host.get("path")
-        if not isinstance(raw, str):
-            continue
-        path = normalise(raw)
-        why = classify(path, params)
-        if why is None:
-            continue
-        name = shown(as_dict(volume).get("name", f"#{index}"))
-        users = [c.label for c in pod.containers if _mounts(c, name)]
-        into = (
-            f"mounted by {', '.join(users)}"
-            if users
-            else "not mounted yet (any container added later, e.g. by kubectl debug, can mount it)"
+    @cached_property
+    def rules(self) -> AccessRules:
+        return AccessRules.of(
+            gpus=gpu_resources(include=self.gpu_resources),
+            device_paths=self.device_paths,
+            device_directories=self.device_directories,
+            device_list_dir=self.device_list_mount_dir,
+            env_vars=self.env_vars,
+            safe_values=self.safe_env_values,
+            cdi_prefixes=self.cdi_annotation_prefixes,
+            device_prefixes=self.device_annotation_prefixes,
         )
-        origin = "" if path == raw else f' (normalised from "{shown(raw)}")'
-        yield Violation(
+
+
+def _text(value: object, limit: int = 100) -> str:
+    """A user value for a message: cut before `shown` walks it (a path may be 1 MB)."""
+    return shown(value[: limit + 1] if isinstance(value, str) else value, limit)
+
+
+def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
+    detail: HostPath = g.value
+    if detail.sub_path is not None:
+        (c,) = g.reaches
+        field = str(g.path[-1])
+        return Violation(
             "hostpath-device",
-            pod.where("volumes", index, "hostPath", "path"),
-            f'hostPath volume "{name}" ({pod.describe("volumes", index, "hostPath", "path")}) '
-            f'exposes host path "{path}"{origin}, {why}, {into}: the container reaches GPUs '
-            f"the device plugin never allocated, so the scheduler can hand the same GPU to "
-            f"another Pod. Remove the hostPath volume and {FIX}.",
+            g.path,
+            f'{c.label} mounts hostPath volume "{_text(detail.volume)}" (host path '
+            f'"{_text(detail.volume_path)}") with {field} "{_text(detail.sub_path)}" '
+            f'({format_path(g.path)}), which is host path "{_text(g.name)}", {g.why}: '
+            f"{BYPASS}. Remove the {field} (or the volume) and {FIX}.",
         )
-
-
-def _mounts(container: ContainerRef, volume: str) -> bool:
-    return any(
-        as_dict(m).get("name") == volume for m in as_list(container.spec.get("volumeMounts"))
+    into = (
+        f"mounted by {', '.join(c.label for c in g.reaches)}"
+        if g.reaches
+        else "not mounted yet (any container added later, e.g. by kubectl debug, can mount it)"
+    )
+    origin = "" if g.name == detail.raw else f' (normalised from "{_text(detail.raw)}")'
+    return Violation(
+        "hostpath-device",
+        g.path,
+        f'hostPath volume "{_text(detail.volume)}" ({format_path(g.path)}) exposes host path '
+        f'"{_text(g.name)}"{origin}, {g.why}, {into}: {BYPASS}. Remove the hostPath volume '
+        f"and {FIX}.",
     )
 
 
-def _device_list_mounts(pod: PodView, params: Params) -> Iterator[Violation]:
-    root = normalise(params.device_list_mount_dir)
-    # Normalising removes slashes and dots, never adds letters: a path without the
-    # directory's last name cannot be under it, and that is nearly every mount.
-    leaf = root.rsplit("/", 1)[-1]
-    for c in pod.containers:
-        for index, mount in enumerate(as_list(c.spec.get("volumeMounts"))):
-            raw = as_dict(mount).get("mountPath")
-            if not isinstance(raw, str) or leaf not in raw:
-                continue
-            path = normalise(raw)
-            if path != root and not path.startswith(root + "/"):
-                continue
-            yield Violation(
-                "device-list-volume-mount",
-                (*c.path, "volumeMounts", index, "mountPath"),
-                f'{c.label} mounts volume "{shown(as_dict(mount).get("name"))}" at {shown(path)} '
-                f"({pod_path(pod, c, 'volumeMounts', index, 'mountPath')}): the NVIDIA container "
-                f"toolkit reads {root} as a list of GPUs to inject, bypassing the device plugin. "
-                f"Remove the mount and {FIX}.",
-            )
-
-
-def _env_devices(pod: PodView, params: Params) -> Iterator[Violation]:
-    for c in pod.containers:
-        for index, env in enumerate(as_list(c.spec.get("env"))):
-            env = as_dict(env)
-            name = env.get("name")
-            if name not in params.env_vars or _requests_gpu(pod, c, params):
-                continue
-            if "valueFrom" in env:
-                what = f"sets {name} from valueFrom, which cannot be proven safe at admission"
-            else:
-                value = env.get("value")
-                value = "" if value is None else str(value)
-                if value.strip().lower() in params.safe_env_values:
-                    continue
-                what = f'sets {name}="{shown(value)}"'
-            yield Violation(
-                "visible-devices-env",
-                (*c.path, "env", index),
-                f"{c.label} {what} ({pod_path(pod, c, 'env', index)}) but requests no GPU: "
-                f"the NVIDIA container runtime would give it GPUs outside the device plugin's "
-                f'accounting. Remove the variable (or set it to "void"), and {FIX}.',
-            )
-
-
-def _requests_gpu(pod: PodView, c: ContainerRef, params: Params) -> bool:
-    return any(
-        matches_any(a.resource, params.gpu_resources) for a in pod.amounts if a.container is c
+def _device_list_mount(g: Grant, access: PodAccess, params: Params) -> Violation:
+    (c,) = g.reaches
+    return Violation(
+        "device-list-volume-mount",
+        g.path,
+        f'{c.label} mounts volume "{_text(g.value)}" at {_text(g.name)} ({format_path(g.path)}): '
+        f"the NVIDIA container toolkit reads {params.rules.device_list_dir} as a list of GPUs "
+        f"to inject, bypassing the device plugin. Remove the mount and {FIX}.",
     )
 
 
-def _cdi_annotations(pod: PodView, params: Params) -> Iterator[Violation]:
-    for key in pod.annotations:
-        if key.startswith(tuple(params.cdi_annotation_prefixes)):
-            path = (*pod.metadata_path, "annotations", key)
-            yield Violation(
-                "cdi-annotation",
-                path,
-                f'annotation "{shown(key, 80)}" ({format_path(path)}) asks the container '
-                f"runtime to inject CDI devices without a device-plugin allocation. "
-                f"Remove the annotation and {FIX}.",
-            )
+def _requested(access: PodAccess, c: ContainerRef) -> str | None:
+    """The first GPU resource the container requests, if any."""
+    return next((a.resource for a in access.requests if a.container is c), None)
 
 
-def _privileged(pod: PodView, params: Params) -> Iterator[Violation]:
+def _env(g: Grant, access: PodAccess, params: Params) -> Violation:
+    (c,) = g.reaches
+    if g.value is None:
+        what = f"sets {g.name} from valueFrom, which cannot be proven safe at admission"
+    else:
+        what = f'sets {g.name}="{_text(g.value, 40)}"'
+    where = f"{c.label} {what} ({format_path(g.path)})"
+    resource = _requested(access, c)
+    if resource is None:
+        message = (
+            f"{where} but requests no GPU: the NVIDIA container runtime would give it GPUs "
+            f"outside the device plugin's accounting. Remove the variable (or set it to "
+            f'"void"), and {FIX}.'
+        )
+    elif g.name == "NVIDIA_VISIBLE_DEVICES":
+        # The plugin's default deviceListStrategy (envvar) passes the allocated GPUs in
+        # NVIDIA_VISIBLE_DEVICES; the kubelet puts the pod's own variables after the
+        # plugin's, and the later value wins (k8s-device-plugin README; kubelet
+        # GenerateRunContainerOptions appends the pod's variables to the plugin's).
+        message = (
+            f"{where} beside its {resource} request: the device plugin passes the GPUs it "
+            f"allocated in NVIDIA_VISIBLE_DEVICES (its default deviceListStrategy, envvar), "
+            f"and a value set in the pod overrides them, so the container reaches GPUs the "
+            f"scheduler never gave it. Remove the variable and let the device plugin choose "
+            f"the GPUs."
+        )
+    else:
+        message = (
+            f"{where} beside its {resource} request: the NVIDIA container runtime adds the "
+            f"devices it names to those the device plugin allocated, so the container "
+            f"reaches devices the scheduler never gave it. Remove the variable and let the "
+            f"device plugin choose the GPUs."
+        )
+    return Violation("visible-devices-env", g.path, message)
+
+
+def _env_from(g: Grant, access: PodAccess, params: Params) -> Violation:
+    (c,) = g.reaches
+    source: EnvFrom = g.value
+    prefix = f' with prefix "{_text(source.prefix, 40)}"' if source.prefix else ""
+    where = (
+        f'{c.label} takes variables from {source.kind} "{_text(source.source, 60)}"{prefix} '
+        f"({format_path(g.path)}), which may set {_either(source.names)}: what the "
+        f"{source.kind} holds is not known at admission"
+    )
+    if _requested(access, c) is None:
+        fix = (
+            f"a device list there gives the container GPUs outside the device plugin's "
+            f'accounting. Set {source.names[0]} to "void" in its env (env wins over '
+            f"envFrom), or give envFrom a prefix that cannot form these names (e.g. APP_)."
+        )
+    else:
+        fix = (
+            "a device list there overrides the GPUs the device plugin allocated. Give "
+            "envFrom a prefix that cannot form these names (e.g. APP_), or take only the "
+            "keys the container needs with env valueFrom."
+        )
+    return Violation("visible-devices-env-from", g.path, f"{where}, and {fix}", advisory=True)
+
+
+def _either(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _targets(g: Grant, *, everyone: str) -> str:
+    if g.value is None:
+        return everyone
+    if g.reaches:
+        return ", ".join(c.label for c in g.reaches)
+    return f'container "{_text(g.value, 60)}", which the pod does not have yet ({LATER})'
+
+
+def _cdi_annotation(g: Grant, access: PodAccess, params: Params) -> Violation:
+    into = "" if g.value is None else f" into {_targets(g, everyone='')}"
+    return Violation(
+        "cdi-annotation",
+        g.path,
+        f'annotation "{_text(g.name, 80)}" ({format_path(g.path)}) asks the container '
+        f"runtime to inject CDI devices{into} without a device-plugin allocation. "
+        f"Remove the annotation and {FIX}.",
+    )
+
+
+def _device_annotation(g: Grant, access: PodAccess, params: Params) -> Violation:
+    targets = _targets(g, everyone="every container of the pod")
+    return Violation(
+        "device-annotation",
+        g.path,
+        f'annotation "{_text(g.name, 80)}" ({format_path(g.path)}) asks an NRI device '
+        f"injector on the node to add the host devices or mounts it lists to {targets}, "
+        f"outside the device plugin's allocation. Remove the annotation and {FIX}.",
+    )
+
+
+def _privileged(g: Grant, access: PodAccess, params: Params) -> Violation | None:
     if not params.deny_privileged:
-        return
-    for c in pod.containers:
-        if as_dict(c.spec.get("securityContext")).get("privileged") is True:
-            yield Violation(
-                "privileged",
-                (*c.path, "securityContext", "privileged"),
-                f"{c.label} is privileged ({pod_path(pod, c, 'securityContext', 'privileged')}): "
-                f"it sees every device in the host's /dev, all GPUs included, whatever it "
-                f"requests. Remove privileged: true, add only the capabilities it needs, and "
-                f"{FIX}.",
-            )
+        return None
+    (c,) = g.reaches
+    return Violation(
+        "privileged",
+        g.path,
+        f"{c.label} is privileged ({format_path(g.path)}): it sees every device in the "
+        f"host's /dev, all GPUs included, whatever it requests. Remove privileged: true, "
+        f"add only the capabilities it needs, and {FIX}.",
+    )
 
 
-def pod_path(pod: PodView, c: ContainerRef, *rel: str | int) -> str:
-    return format_path((*c.path, *rel))
+_Report = Callable[[Grant, PodAccess, Params], Violation | None]
+REPORTS: dict[str, _Report] = {
+    "host-path": _host_path,
+    "device-list-mount": _device_list_mount,
+    "env": _env,
+    "env-from": _env_from,
+    "cdi-annotation": _cdi_annotation,
+    "device-annotation": _device_annotation,
+    "privileged": _privileged,
+    # "claim": DRA claims are recorded by the access model, judged by a later check.
+}
 
 
-def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
-    yield from _hostpath_volumes(pod, params)
-    yield from _device_list_mounts(pod, params)
-    yield from _env_devices(pod, params)
-    yield from _cdi_annotations(pod, params)
-    yield from _privileged(pod, params)
+def run(pod: PodView, inventory: Inventory, params: Params) -> Iterable[Violation]:
+    access = pod_access(pod, rules=params.rules)
+    if not access.grants:
+        return ()  # nearly every pod: no generator to start
+    found = []
+    for grant in access.grants:  # by channel: the order of the rules below
+        report = REPORTS.get(grant.channel)
+        violation = report(grant, access, params) if report is not None else None
+        if violation is not None:
+            found.append(violation)
+    return found
 
 
 CHECK = Check(
@@ -215,10 +292,24 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "hostpath-device": "A hostPath volume exposes GPU device nodes or a parent of them.",
-        "device-list-volume-mount": "A volume is mounted under the NVIDIA device-list directory.",
-        "visible-devices-env": "NVIDIA_VISIBLE_DEVICES (or a sibling) set without a GPU request.",
-        "cdi-annotation": "A CDI annotation injects devices outside the device plugin.",
-        "privileged": "A privileged container sees every GPU on the host.",
+        "hostpath-device": Rule(
+            "A hostPath volume exposes GPU device nodes, an alias of them "
+            "(/dev/char, /proc/<pid>/root) or a parent of them."
+        ),
+        "device-list-volume-mount": Rule(
+            "A volume is mounted under the NVIDIA device-list directory."
+        ),
+        "visible-devices-env": Rule(
+            "NVIDIA_VISIBLE_DEVICES (or a sibling) set in the pod, with or without a GPU request."
+        ),
+        "visible-devices-env-from": Rule(
+            "An envFrom source may set NVIDIA_VISIBLE_DEVICES or a sibling (a warning: "
+            "admission cannot see its content)."
+        ),
+        "cdi-annotation": Rule("A CDI annotation injects devices outside the device plugin."),
+        "device-annotation": Rule(
+            "An NRI device-injector annotation (containerd's, GKE's) adds host devices or mounts."
+        ),
+        "privileged": Rule("A privileged container sees every GPU on the host."),
     },
 )

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
+from functools import cached_property
 from typing import Literal
 
 from webhook.core import mig_catalog
-from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.access import GpuResources, gpu_requests, gpu_resources
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.quantity import format_mib, to_mib
 from webhook.core.scheduling import candidate_offers, pinning_selector
@@ -28,12 +30,16 @@ class Params(CheckParams):
     require: Literal["all", "any"] = "all"
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
 
+    @cached_property
+    def gpus(self) -> GpuResources:
+        return gpu_resources(include=self.gpu_resources)
+
 
 def _gpu_amounts(pod: PodView, params: Params) -> dict[str, ResourceAmount]:
+    """The first request (count above zero) of each GPU resource the pod asks for."""
     first: dict[str, ResourceAmount] = {}
-    for a in pod.amounts:
-        if matches_any(a.resource, params.gpu_resources) and a.amount and a.amount > 0:
-            first.setdefault(a.resource, a)
+    for a in gpu_requests(pod, gpus=params.gpus):
+        first.setdefault(a.resource, a)
     return first
 
 
@@ -208,10 +214,14 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "missing-peak-memory": "A GPU pod without the peak-memory label.",
-        "invalid-peak-memory": "A peak-memory label that is not a Kubernetes quantity.",
-        "exceeds-device-memory": "The declared peak does not fit the memory of a device the "
-        "pod can land on.",
-        "unknown-device-memory": "A device the pod can land on has no known memory size.",
+        "missing-peak-memory": Rule("A GPU pod without the peak-memory label."),
+        "invalid-peak-memory": Rule("A peak-memory label that is not a Kubernetes quantity."),
+        "exceeds-device-memory": Rule(
+            "The declared peak does not fit the memory of a device the pod can land on.",
+            uses_inventory=True,
+        ),
+        "unknown-device-memory": Rule(
+            "A device the pod can land on has no known memory size.", uses_inventory=True
+        ),
     },
 )

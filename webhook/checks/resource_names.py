@@ -8,16 +8,17 @@ so what it would reject (fractions, requests without limits) is reported here to
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterator
-from functools import lru_cache
+from collections.abc import Collection, Iterator, Sequence
+from functools import cached_property, lru_cache
 
 from webhook.core import mig_catalog
-from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.access import GpuResources, gpu_amounts, gpu_requests, gpu_resources
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
 from webhook.core.scheduling import candidate_offers, rejection
-from webhook.core.text import listing, matches_any, plural, shown
+from webhook.core.text import listing, plural, shown
 from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
 
@@ -38,17 +39,12 @@ class Params(CheckParams):
         "gpu.intel.com/xe",
     )
 
-
-def _gpu_amounts(pod: PodView, params: Params) -> list[ResourceAmount]:
-    return [
-        a
-        for a in pod.amounts
-        if a.resource.startswith(params.vendor_prefixes)
-        and not matches_any(a.resource, params.ignored_resources)
-    ]
+    @cached_property
+    def gpus(self) -> GpuResources:
+        return gpu_resources(prefixes=self.vendor_prefixes, exclude=self.ignored_resources)
 
 
-def _apiserver_rules(pod: PodView, amounts: list[ResourceAmount]) -> Iterator[Violation]:
+def _apiserver_rules(pod: PodView, amounts: Sequence[ResourceAmount]) -> Iterator[Violation]:
     for a in amounts:
         resources = as_dict(a.container.spec.get("resources"))
         limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
@@ -99,7 +95,7 @@ def _names_without_inventory(extra: tuple[str, ...]) -> frozenset[str]:
 
 
 def _unknown_names(
-    pod: PodView, inventory: Inventory, amounts: list[ResourceAmount], params: Params
+    pod: PodView, inventory: Inventory, amounts: Sequence[ResourceAmount], params: Params
 ) -> Iterator[Violation]:
     known: Collection[str] = (
         inventory.offers
@@ -146,7 +142,7 @@ def closest(name: str, names: list[str]) -> list[str]:
 
 
 def _capacity(
-    pod: PodView, inventory: Inventory, amounts: list[ResourceAmount]
+    pod: PodView, inventory: Inventory, amounts: Sequence[ResourceAmount]
 ) -> Iterator[Violation]:
     first_path: dict[str, Path] = {}
     for a in amounts:
@@ -196,13 +192,16 @@ def _n(value: Count) -> str:
 
 
 def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
-    amounts = _gpu_amounts(pod, params)
+    amounts = gpu_amounts(pod, gpus=params.gpus)  # zero and malformed ones too
     if not amounts:
         return
     yield from _apiserver_rules(pod, amounts)
-    yield from _unknown_names(pod, inventory, amounts, params)
+    # A zero count asks for nothing: the scheduler skips it (NodeResourcesFit), so a
+    # name only matters when the count is above zero.
+    requests = gpu_requests(pod, gpus=params.gpus)
+    yield from _unknown_names(pod, inventory, requests, params)
     if inventory.known:
-        yield from _capacity(pod, inventory, amounts)
+        yield from _capacity(pod, inventory, requests)
 
 
 CHECK = Check(
@@ -210,11 +209,19 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "unknown-resource": "A GPU resource no node advertises (a typo or a missing profile).",
-        "insufficient-capacity": "More of a GPU resource than any node that can take the pod has.",
-        "no-candidate-node": "No node that advertises the resource can take the pod.",
-        "non-integer-count": "An extended resource count that is not a whole number.",
-        "request-without-limit": "An extended resource requested without a limit.",
-        "request-limit-mismatch": "An extended resource whose request differs from its limit.",
+        "unknown-resource": Rule(
+            "A GPU resource no node advertises (a typo or a missing profile).", uses_inventory=True
+        ),
+        "insufficient-capacity": Rule(
+            "More of a GPU resource than any node that can take the pod has.", uses_inventory=True
+        ),
+        "no-candidate-node": Rule(
+            "No node that advertises the resource can take the pod.", uses_inventory=True
+        ),
+        "non-integer-count": Rule("An extended resource count that is not a whole number."),
+        "request-without-limit": Rule("An extended resource requested without a limit."),
+        "request-limit-mismatch": Rule(
+            "An extended resource whose request differs from its limit."
+        ),
     },
 )

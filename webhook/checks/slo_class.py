@@ -7,9 +7,11 @@ service on it sees unbounded tail latency. Each class lists the modes it accepts
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import cached_property
 
 from webhook.core import mig_catalog
-from webhook.core.check import Check, CheckParams, Violation
+from webhook.core.access import GpuResources, gpu_requests, gpu_resources
+from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
 from webhook.core.scheduling import (
     candidate_offers,
@@ -17,7 +19,7 @@ from webhook.core.scheduling import (
     taint_text,
     untolerated_taints,
 )
-from webhook.core.text import listing, matches_any, shown
+from webhook.core.text import listing, shown
 from webhook.core.workloads import PodView, ResourceAmount
 
 
@@ -28,6 +30,10 @@ class Params(CheckParams):
         "batch": SHARING_MODES,
     }
     gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+
+    @cached_property
+    def gpus(self) -> GpuResources:
+        return gpu_resources(include=self.gpu_resources)
 
 
 # Why a mode is wrong for a class that rejects it, in the words a tenant needs.
@@ -122,9 +128,8 @@ def _judge(
 
 def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
     amounts: dict[str, ResourceAmount] = {}
-    for a in pod.amounts:
-        if matches_any(a.resource, params.gpu_resources) and a.amount and a.amount > 0:
-            amounts.setdefault(a.resource, a)
+    for a in gpu_requests(pod, gpus=params.gpus):  # counts above zero
+        amounts.setdefault(a.resource, a)
     if not amounts:
         return
     first = next(iter(amounts.values()))
@@ -156,9 +161,11 @@ CHECK = Check(
     params=Params,
     run=run,
     rules={
-        "missing-slo-class": "A GPU pod without the SLO-class label.",
-        "unknown-slo-class": "An SLO-class label with a class that is not configured.",
-        "sharing-mode-not-accepted": "The pod can land on a GPU whose sharing mode its SLO "
-        "class does not accept.",
+        "missing-slo-class": Rule("A GPU pod without the SLO-class label."),
+        "unknown-slo-class": Rule("An SLO-class label with a class that is not configured."),
+        "sharing-mode-not-accepted": Rule(
+            "The pod can land on a GPU whose sharing mode its SLO class does not accept.",
+            uses_inventory=True,
+        ),
     },
 )

@@ -18,10 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.core.engine import Finding, Subject, evaluate
+from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
+from webhook.core.subject import Subject, namespace_of, subject_of
 from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
 
 FailOn = Literal["deny", "warn", "never"]
@@ -122,13 +123,17 @@ class Auditor:
             return
         self._kinds[kind] += 1
         meta = as_dict(obj.get("metadata"))
-        namespace = str(meta.get("namespace") or "")
+        subject = subject_of(obj)  # as check and the webhook judge it: see core.subject
+        findings = self._evaluate(subject, location)
+        # A judged object is reported where it was judged (a hand-made dump's Pod without
+        # a namespace is in `default`); anything else keeps its own: "" for a Node, say,
+        # that owns mirror Pods.
+        namespace = subject.namespace if findings is not None else namespace_of(obj)
         owner = _controller_uid(meta)
         is_pod = kind == "Pod" and api_version == "v1"
         if not is_pod and meta.get("uid"):
             ref = _ref(meta, api_version, kind, namespace)
             self._owners[ref.uid] = _Owner(ref, owner, location)
-        findings = self._evaluate(obj, namespace, location)
         if findings is None:
             return
         if is_pod and not findings:  # the common case, kept cheap: only counted
@@ -138,18 +143,14 @@ class Auditor:
             ref = _ref(meta, api_version, kind, namespace)
             self._records.append(_Record(ref, owner, findings, location))
 
-    def _evaluate(
-        self, obj: Mapping[str, Any], namespace: str, location: str
-    ) -> tuple[Finding, ...] | None:
-        try:
-            decision = evaluate(self.policy_set, Subject(obj, namespace), self.inventory)
-        except Exception as exc:  # a bug on one object must not end the audit
+    def _evaluate(self, subject: Subject, location: str) -> tuple[Finding, ...] | None:
+        decision = evaluate(self.policy_set, subject, self.inventory)
+        if decision.error is not None:  # a bug on one object: exit 2, the audit goes on
             where = f"{location}: " if location else ""
+            obj = subject.obj
             meta = as_dict(obj.get("metadata"))
-            ref = _ref(meta, str(obj["apiVersion"]), str(obj["kind"]), namespace)
-            self.errors.append(
-                f"{where}internal error while evaluating {ref}: {type(exc).__name__}: {exc}"
-            )
+            ref = _ref(meta, str(obj["apiVersion"]), subject.kind, subject.namespace)
+            self.errors.append(f"{where}internal error while evaluating {ref}: {decision.error}")
             return None
         if decision.skipped is not None:
             self._skipped[decision.skipped] += 1

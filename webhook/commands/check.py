@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.engine import Finding, Subject, evaluate
+from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
+from webhook.core.subject import subject_of
 from webhook.errors import ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 
@@ -40,14 +41,14 @@ def _check_object(
         run.skipped["without apiVersion/kind"] += 1
         return
     meta = _meta(obj)
-    namespace = str(meta.get("namespace") or "default")
+    subject = subject_of(obj)
+    namespace = subject.namespace
     name = str(meta.get("name") or meta.get("generateName") or "")
-    try:
-        decision = evaluate(policy_set, Subject(obj, namespace), inventory)
-    except Exception as exc:  # a bug must not hide the other files' findings
+    decision = evaluate(policy_set, subject, inventory)
+    if decision.error is not None:  # a bug in a check: exit 2, the other files go on
         run.errors.append(
             f"{item.source}:{item.document.line}: internal error while "
-            f"evaluating {obj['kind']} {name}: {type(exc).__name__}: {exc}"
+            f"evaluating {obj['kind']} {namespace}/{name}: {decision.error}"
         )
         return
     if decision.skipped is not None:

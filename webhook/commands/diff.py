@@ -12,22 +12,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.core.engine import Decision, Finding, Subject, evaluate
+from webhook.core.engine import Decision, Finding, Outcome, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
 from webhook.core.policy import PolicySet
+from webhook.core.subject import subject_of
 from webhook.core.workloads import as_dict
 from webhook.sources.dumps import Sourced
 
-Outcome = Literal["allow", "warn", "deny"]
 Change = Literal["became-denied", "became-allowed", "changed"]
 
 
+class EvaluationFailed(Exception):
+    """A check raised on the object under one of the two policy sets."""
+
+
 def outcome(decision: Decision) -> Outcome:
-    """What admission would do: deny beats warn; dryrun findings allow."""
-    if decision.denied:
-        return "deny"
-    return "warn" if decision.by_action("warn") else "allow"
+    """The core's outcome: error, skip (no policy of the set judged it), deny, warn, allow."""
+    return decision.outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +100,8 @@ def diff_objects(
             continue
         try:
             diff = _diff_one(obj, item.location, base, head, inventory)
-        except Exception as exc:  # one object's internal error must not hide the others
-            report.errors.append(f"{item.location}: internal error: {type(exc).__name__}: {exc}")
+        except EvaluationFailed as exc:  # exit 2; the other objects go on
+            report.errors.append(f"{item.location}: internal error: {exc}")
             continue
         if diff is not False:
             report.evaluated += 1
@@ -113,9 +115,14 @@ def _diff_one(
 ) -> ObjectDiff | bool:
     """The object's diff; True if it is unchanged; False if neither set judged it."""
     meta = as_dict(obj.get("metadata"))
-    namespace = str(meta.get("namespace") or "default")
-    subject = Subject(obj, namespace)
+    subject = subject_of(obj)
     before, after = evaluate(base, subject, inv), evaluate(head, subject, inv)
+    for which, decision in (("base", before), ("head", after)):
+        if decision.error is not None:
+            raise EvaluationFailed(
+                f"{subject.kind} {subject.namespace}/{_name(meta)} under the {which} "
+                f"policies: {decision.error}"
+            )
     if before.skipped is not None and after.skipped is not None:
         return False
     old, new = set(before.findings), set(after.findings)
@@ -135,14 +142,18 @@ def _diff_one(
         location,
         str(obj.get("apiVersion") or ""),
         str(obj["kind"]),
-        namespace,
-        str(meta.get("name") or meta.get("generateName") or ""),
+        subject.namespace,
+        _name(meta),
         change,
         was,
         now,
         tuple(f for f in before.findings if f not in new),
         tuple(f for f in after.findings if f not in old),
     )
+
+
+def _name(meta: Mapping[str, Any]) -> str:
+    return str(meta.get("name") or meta.get("generateName") or "")
 
 
 def _finding_json(f: Finding) -> dict[str, str]:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from webhook.core.engine import Outcome
 from webhook.core.inventory import Inventory, nodes_from_document
 from webhook.core.policy import PolicySet
 from webhook.core.workloads import as_dict, as_list
@@ -26,7 +27,6 @@ from webhook.sources.yamlsource import Document, iter_documents
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 KIND = "PolicyTest"
-Outcome = Literal["allow", "warn", "deny"]
 
 
 class SuiteError(GpuAdmissionError):
@@ -38,7 +38,7 @@ class _Strict(BaseModel):
 
 
 class Expect(_Strict):
-    outcome: Outcome
+    outcome: Outcome  # the engine's closed set; `allow` is met by a skip too (see `met`)
     rules: list[str] | None = None  # exactly these policy/rule ids fire; None: not checked
     messageMatches: str | None = None  # a regex some finding's message must contain
 
@@ -82,7 +82,7 @@ class Case:
 
     name: str
     obj: Mapping[str, Any]
-    namespace: str
+    namespace: str | None  # the case's own; None: the object's, else default (subject_of)
     inventory: Inventory
     expect: Expect
     pattern: re.Pattern[str] | None
@@ -215,11 +215,8 @@ class _Loader:
             else default
         )
         self._check_rules(spec.expect, policies, at)
-        meta = obj.get("metadata")
-        namespace = spec.namespace or (
-            str(meta.get("namespace") or "default") if isinstance(meta, dict) else "default"
-        )
-        return Case(spec.name, obj, namespace, inventory, spec.expect, self._pattern(spec, at))
+        pattern = self._pattern(spec, at)
+        return Case(spec.name, obj, spec.namespace, inventory, spec.expect, pattern)
 
     def _file_object(self, name: str | None, at: tuple[str | int, ...]) -> Mapping[str, Any]:
         assert name is not None

@@ -1,51 +1,35 @@
 """The one evaluation every shell calls: policies x subject x inventory -> Decision.
 
-Pure: no I/O, no clock. The webhook, `check`, `audit` and `test` differ only in where
-the subject comes from and where the Decision goes, so a finding reads the same in a
-PR, an audit and an admission response.
+Pure: no I/O, no clock. The webhook, `check`, `audit`, `diff` and `test` differ only in
+where the object comes from (each builds its Subject with `subject.subject_of`) and where
+the Decision goes, so a finding reads the same in a PR, an audit and an admission
+response.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
-from webhook.core.policy import Action, PolicySet
-from webhook.core.workloads import api_group, pod_views
+from webhook.core.policy import Action, Policy, PolicySet
+from webhook.core.subject import Subject as Subject  # re-exported: the engine's input
+from webhook.core.workloads import PodView, api_group, pod_views
 
 StaleAction = Literal["deny", "warn", "allow"]
-# Checks whose verdict rests on the node inventory; when it is too old these follow the
-# server's stale-inventory setting instead of their own action.
-INVENTORY_RULES = frozenset(
-    {
-        "unknown-resource",
-        "insufficient-capacity",
-        "no-candidate-node",
-        "exceeds-device-memory",
-        "unknown-device-memory",
-        "sharing-mode-not-accepted",
-    }
-)
+# The closed set every shell renders: what admission does (allow, warn, deny), that no
+# policy judged the object (skip), or that a check failed on it (error: never an allow;
+# exit 2 in the CLIs, HTTP 500 at the webhook so its failurePolicy decides).
+Outcome = Literal["allow", "warn", "deny", "skip", "error"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+ERROR_TEXT_LIMIT = 200  # characters of an exception's text kept in Decision.error
+_NO_RULES: frozenset[str] = frozenset()
 
 
-# Subject, Finding and Decision are NamedTuples rather than frozen dataclasses: every
-# admission request makes some, and a tuple is several times cheaper to build.
-class Subject(NamedTuple):
-    """One object to judge, with the facts of its request."""
-
-    obj: Mapping[str, Any]
-    namespace: str = "default"
-    operation: str = "CREATE"
-
-    @property
-    def kind(self) -> str:
-        kind = self.obj.get("kind")
-        return kind if isinstance(kind, str) else ""
-
-
+# Finding and Decision are NamedTuples rather than frozen dataclasses: every admission
+# request makes some, and a tuple is several times cheaper to build.
 class Finding(NamedTuple):
     policy: str
     rule: str
@@ -67,6 +51,19 @@ class Decision(NamedTuple):
     findings: tuple[Finding, ...] = ()
     skipped: str | None = None  # why nothing was judged: no pod spec, no matching policy
     pod_specs: int = 0
+    # A check raised: which policy and what (bounded). `findings` holds the other
+    # policies' findings; the outcome is "error" whatever they are.
+    error: str | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        """Error beats skip beats deny beats warn; dryrun findings allow."""
+        if self.error is not None:
+            return "error"
+        if self.skipped is not None:
+            return "skip"
+        actions = {f.action for f in self.findings}
+        return "deny" if "deny" in actions else "warn" if "warn" in actions else "allow"
 
     @property
     def evaluated(self) -> bool:
@@ -83,33 +80,69 @@ class Decision(NamedTuple):
 def evaluate(
     policy_set: PolicySet, subject: Subject, inventory: Inventory, *, stale: Staleness | None = None
 ) -> Decision:
+    """Every matching policy's findings on every pod spec of the subject.
+
+    Total: a check that raises makes the Decision's outcome "error" (the other policies
+    still report), never an exception and never an allow."""
     kind, namespace = subject.kind, subject.namespace
-    pods = pod_views(subject.obj, custom=policy_set.custom_kinds)
+    try:
+        pods = pod_views(subject.obj, custom=policy_set.custom_kinds)
+    except Exception as exc:  # a bug in reading pod specs: could not evaluate
+        return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
     if pods is None:
         return Decision(skipped=_not_a_workload(subject.obj, kind))
     findings: list[Finding] = []
+    errors: list[str] = []
     matched = False
     for policy in policy_set.policies:
         if not policy.matches_object(kind, namespace):
             continue
         matched = True
-        selector = policy.match.labelSelector
-        for pod in pods:
-            if selector is not None and not selector.matches(pod.labels):
-                continue
-            for v in policy.check.run(pod, inventory, policy.params):
-                message = policy.message_prefix + v.message if policy.message_prefix else v.message
-                action = "warn" if v.advisory and policy.action == "deny" else policy.action
-                finding = Finding(policy.name, v.rule, action, message, v.path)
-                if stale is not None and v.rule in INVENTORY_RULES:
-                    downgraded = _as_stale(finding, stale)
-                    if downgraded is None:
-                        continue
-                    finding = downgraded
-                findings.append(finding)
+        start = len(findings)
+        try:
+            _run_policy(policy, pods, inventory, stale, findings)
+        except Exception as exc:  # one broken check must not silence the others
+            del findings[start:]  # a partial run says nothing reliable
+            errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")
     if not matched:
         return Decision(skipped=f"no policy matches {kind} in namespace {namespace}")
-    return Decision(tuple(findings), pod_specs=len(pods))
+    error = "; ".join(errors) if errors else None
+    return Decision(tuple(findings), None, len(pods), error)
+
+
+def _run_policy(
+    policy: Policy,
+    pods: Sequence[PodView],
+    inventory: Inventory,
+    stale: Staleness | None,
+    findings: list[Finding],
+) -> None:
+    selector = policy.match.labelSelector
+    prefix = policy.message_prefix
+    stale_rules = policy.check.inventory_rules if stale is not None else _NO_RULES
+    for pod in pods:
+        if selector is not None and not selector.matches(pod.labels):
+            continue
+        for v in policy.check.run(pod, inventory, policy.params):
+            action = "warn" if v.advisory and policy.action == "deny" else policy.action
+            finding = Finding(
+                policy.name, v.rule, action, prefix + v.message if prefix else v.message, v.path
+            )
+            if v.rule in stale_rules:
+                assert stale is not None
+                downgraded = _as_stale(finding, stale)
+                if downgraded is None:
+                    continue
+                finding = downgraded
+            findings.append(finding)
+
+
+def _text(exc: Exception) -> str:
+    """`TypeError: message`, cut to a bounded length: a check's exception may quote input."""
+    text = str(exc)
+    if len(text) > ERROR_TEXT_LIMIT:
+        text = text[: ERROR_TEXT_LIMIT - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _as_stale(finding: Finding, stale: Staleness) -> Finding | None:

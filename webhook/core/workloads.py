@@ -7,7 +7,7 @@ controller names the same rule as the finding its Pods would get at admission.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -104,7 +104,9 @@ class PodView:
         self.containers = _containers(spec, path)
         self.amounts = _amounts(self.containers)
         self._effective: dict[str, Count] | None = None
-        self.memo: dict[str, Any] = {}  # facts derived once per pod for several checks
+        # Facts derived once per pod for several checks: scheduling constraints by name,
+        # the GPU access model (webhook.core.access) by the policy rules that shaped it.
+        self.memo: dict[Hashable, Any] = {}
 
     def where(self, *rel: str | int) -> Path:
         return (*self.path, *rel)

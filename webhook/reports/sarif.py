@@ -51,9 +51,9 @@ def render_sarif(run: Run, *, policy_set: PolicySet) -> str:
 
 def _rules(policy_set: PolicySet) -> list[dict[str, Any]]:
     return [
-        _rule(policy, rule, help_text)
+        _rule(policy, rule_id, rule.help)
         for policy in policy_set.policies
-        for rule, help_text in policy.check.rules.items()
+        for rule_id, rule in policy.check.rules.items()
     ]
 
 

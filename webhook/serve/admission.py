@@ -12,10 +12,11 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from webhook.core.engine import Decision, Finding, Staleness, Subject, evaluate
+from webhook.core.engine import Decision, Finding, Staleness, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
-from webhook.errors import ReviewError
+from webhook.core.subject import Subject, subject_of
+from webhook.errors import EvaluationError, ReviewError
 
 API_VERSION = "admission.k8s.io/v1"
 WARNING_WIDTH = 120  # kubectl shows longer ones, but the apiserver may cut past 256
@@ -106,21 +107,25 @@ def judge(
 ) -> Decision:
     """What this webhook decides for one request (DELETE and CONNECT are not judged).
 
-    `evaluator` is `engine.evaluate` or a cache's `evaluate` in front of it."""
+    `evaluator` is `engine.evaluate` or a cache's `evaluate` in front of it. A check that
+    raised is EvaluationError (an internal fault: HTTP 500), never an allow."""
     if request.operation not in ("CREATE", "UPDATE") or request.obj is None:
         return Decision(skipped=f"{request.operation} is not judged")
     if request.kind == "Pod" and request.operation == "UPDATE":
         if request.sub_resource != "ephemeralcontainers":
             return Decision(skipped="Pod updates other than ephemeral containers are not judged")
-        return _new_findings_only(request, policy_set, inventory, stale, evaluator)
-    return evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
+        decision = _new_findings_only(request, policy_set, inventory, stale, evaluator)
+    else:
+        decision = evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
+    if decision.error is not None:
+        raise EvaluationError(decision.error)
+    return decision
 
 
 def _subject(request: AdmissionRequest, obj: Mapping[str, Any]) -> Subject:
-    meta = obj.get("metadata")
-    own = meta.get("namespace") if isinstance(meta, Mapping) else None
-    namespace = request.namespace or (own if isinstance(own, str) and own else "default")
-    return Subject(obj, namespace, request.operation)
+    # The request's namespace is the one the object is created in (the apiserver takes it
+    # from the URL); "" for a cluster-scoped object, which then falls back like a file.
+    return subject_of(obj, namespace=request.namespace, operation=request.operation)
 
 
 def _new_findings_only(
@@ -139,7 +144,7 @@ def _new_findings_only(
     old = evaluator(policy_set, _subject(request, request.old_obj), inventory, stale=stale)
     seen = {(f.policy, f.rule, f.message) for f in old.findings}
     fresh = tuple(f for f in new.findings if (f.policy, f.rule, f.message) not in seen)
-    return Decision(fresh, skipped=new.skipped, pod_specs=new.pod_specs)
+    return Decision(fresh, new.skipped, new.pod_specs, new.error or old.error)
 
 
 def response(request_uid: str, decision: Decision, *, subject: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from webhook.core.engine import Decision
+from webhook.core.engine import Decision, Outcome
 from webhook.errors import ReviewError
 from webhook.serve import metrics
 from webhook.serve.admission import AdmissionRequest, judge, parse_review, response
@@ -37,12 +37,8 @@ class BodyTooLarge(Exception):
     """The request body passed MAX_BODY."""
 
 
-def verdict_of(decision: Decision) -> str:
-    if decision.skipped is not None:
-        return "skip"
-    if decision.denied:
-        return "deny"
-    return "warn" if decision.by_action("warn") else "allow"
+def verdict_of(decision: Decision) -> Outcome:
+    return decision.outcome  # "error" never gets here: judge raised it as a 500
 
 
 async def read_body(request: Request) -> bytes:
