@@ -4,8 +4,9 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
 
 - ``timeout_keep_alive`` is armed only after a response. A connection that never sends
   a request, or sends its head one byte at a time, is never closed (every byte cancels
-  the timer). Here a head timer runs from the TLS handshake and from the first byte of
-  each request to the end of its headers: 408 and close when it expires.
+  the timer). Here a head deadline runs from the TLS handshake and from the first byte
+  of each request to the end of its headers (408 and close when it passes), and the
+  keep-alive deadline replaces uvicorn's timer.
 - httptools (llhttp) has no limit on the request head; ``h11_max_incomplete_event_size``
   is h11's alone. Here a head over ``MAX_HEAD_BYTES`` is answered 431 and closed.
 - uvicorn passes no ``ssl_handshake_timeout`` or ``ssl_shutdown_timeout``: a TCP
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import enum
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -45,6 +48,7 @@ DRAIN_IDLE = 1.0  # seconds an idle connection stays open after SIGTERM: for req
 # client that never reads (an idle pooled connection, a hostile one) would hold the
 # connection, its memory and the exit that long.
 TLS_SHUTDOWN_TIMEOUT = 2.0
+SWEEP_INTERVAL = 0.25  # seconds between checks of the connections' deadlines
 
 
 @dataclass(frozen=True)
@@ -77,23 +81,35 @@ class Shared:
             )
 
 
+class Phase(enum.Enum):
+    FIRST = "no request yet"
+    HEAD = "receiving a request line and headers"
+    BUSY = "a request is being answered"
+    IDLE = "kept alive between requests"
+
+
 class HeadTooLarge(Exception):
     """The request line and headers passed MAX_HEAD_BYTES."""
 
 
 class WebhookProtocol(HttpToolsProtocol):
-    """One connection. Subclassed per worker by ``protocol_class`` to carry ``shared``."""
+    """One connection. Subclassed per worker by ``protocol_class`` to carry ``shared``.
+
+    Timeouts are deadlines that ``DrainingServer`` sweeps four times a second: on uvloop
+    a timer armed and cancelled per request costs microseconds, a deadline nothing.
+    """
 
     shared: ClassVar[Shared]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)  # on accept, before the TLS handshake
         self.shared.accepted += 1
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._in_head = False  # between the first byte of a request and its end of headers
-        self._head_size = 0  # parsed bytes of the current head
-        self._head_received = 0  # bytes received while the head is incomplete
+        self.phase = Phase.FIRST
+        self.deadline = float("inf")  # loop.time() by which the phase must have ended
+        self._chunk_size = 0  # of the chunk being parsed
         self._message_ended = False  # a request ended in the chunk being parsed
+        self._head_received = 0  # bytes of whole chunks received inside the current head
+        self._head_spilled = False  # the head began in a chunk after another request's end
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -101,16 +117,12 @@ class WebhookProtocol(HttpToolsProtocol):
             self.shared.note_refusal(len(self.connections))
             transport.close()
             return
-        self._arm_head_timer()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_head_timer()
-        super().connection_lost(exc)
+        self.deadline = self.loop.time() + self.shared.limits.header_timeout
 
     def data_received(self, data: bytes) -> None:
-        # uvicorn's, but a head over the limit gets 431, not 400.
-        self._unset_keepalive_if_required()
-        self._message_ended = False
+        # uvicorn's (whose keep-alive timer is never armed here), but a head over the
+        # limit gets 431, not 400.
+        self._chunk_size, self._message_ended = len(data), False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -122,31 +134,32 @@ class WebhookProtocol(HttpToolsProtocol):
             return
         except httptools.HttpParserUpgrade:
             self._unsupported_upgrade_warning()  # no WebSockets: served as plain HTTP
+        if self.phase is not Phase.HEAD:
+            return
         # httptools keeps a header it has not seen the end of to itself: bound it by the
         # bytes received. A chunk in which a request ended may hold the start of the next
-        # head after a body; it is left uncounted (one read: at most 256 KiB).
-        if self._in_head and not self._message_ended:
-            self._head_received += len(data)
-            if self._head_received > MAX_HEAD_BYTES:
-                self._refuse(431, f"request line and headers over {MAX_HEAD_BYTES} bytes")
+        # head after a body: not all head, so left uncounted (one read, <= 256 KiB).
+        if self._message_ended:
+            self._head_spilled = True
+            return
+        self._head_received += len(data)
+        if self._head_received > MAX_HEAD_BYTES:
+            self._refuse(431, f"request line and headers over {MAX_HEAD_BYTES} bytes")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._in_head, self._head_size, self._head_received = True, 0, 0
-        if self._head_timer is None:
-            self._arm_head_timer()
-
-    def on_url(self, url: bytes) -> None:
-        self._grow_head(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._grow_head(len(name) + len(value) + 4)  # ": " and CRLF
-        super().on_header(name, value)
+        if self.phase is Phase.IDLE:
+            self.deadline = self.loop.time() + self.shared.limits.header_timeout
+        self.phase = Phase.HEAD  # a first request keeps the deadline from the handshake
+        self._head_received, self._head_spilled = 0, False
 
     def on_headers_complete(self) -> None:
-        self._in_head = False
-        self._cancel_head_timer()
+        # The head lies within the chunks it touched; count it only when they are large.
+        if self._head_spilled or self._head_received + self._chunk_size > MAX_HEAD_BYTES:
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > MAX_HEAD_BYTES:
+                raise HeadTooLarge  # httptools stops and raises HttpParserCallbackError
+        self.phase, self.deadline = Phase.BUSY, float("inf")
         super().on_headers_complete()
         if self.shared.draining:
             self.cycle.keep_alive = False  # the response says Connection: close
@@ -155,45 +168,38 @@ class WebhookProtocol(HttpToolsProtocol):
         self._message_ended = True
         super().on_message_complete()
 
+    def on_response_complete(self) -> None:
+        # uvicorn's, with a keep-alive deadline instead of its timer.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self.phase is Phase.BUSY:
+            self.phase = Phase.IDLE
+            self.deadline = self.loop.time() + self.shared.limits.keep_alive_timeout
+
+    def check_deadline(self, now: float) -> None:
+        if now < self.deadline or self.transport.is_closing():
+            return
+        if self.phase is Phase.HEAD:
+            timeout = self.shared.limits.header_timeout
+            self._refuse(408, f"request line and headers not received within {timeout:g}s")
+        else:
+            self.transport.close()  # idle: no request since the handshake or the last one
+
     def shutdown(self) -> None:
         """Called by uvicorn on SIGTERM, once per open connection."""
-        if self._in_head:
+        if self.phase is Phase.HEAD:
             return  # on_headers_complete ends the connection after this request
-        busy = self.cycle is not None and not self.cycle.response_complete
-        if busy:
+        if self.phase is Phase.BUSY:
             # The last request received gets Connection: close; any before it are answered.
             last = self.pipeline[0][0] if self.pipeline else self.cycle
             last.keep_alive = False
             return
-        self._cancel_head_timer()
-        self._unset_keepalive_if_required()
-        self.timeout_keep_alive_task = self.loop.call_later(
-            DRAIN_IDLE, self.timeout_keep_alive_handler
-        )
-
-    def _grow_head(self, size: int) -> None:
-        self._head_size += size
-        if self._head_size > MAX_HEAD_BYTES:
-            raise HeadTooLarge  # httptools stops parsing and raises HttpParserCallbackError
-
-    def _arm_head_timer(self) -> None:
-        timeout = self.shared.limits.header_timeout
-        self._head_timer = self.loop.call_later(timeout, self._head_expired)
-
-    def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_expired(self) -> None:
-        self._head_timer = None
-        if self.transport.is_closing():
-            return
-        if self._in_head:
-            timeout = self.shared.limits.header_timeout
-            self._refuse(408, f"request line and headers not received within {timeout:g}s")
-        else:
-            self.transport.close()  # connected and never sent a request
+        self.deadline = self.loop.time() + DRAIN_IDLE
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer a request the app never saw, and close: the rest of the stream is junk."""
@@ -262,20 +268,36 @@ class MemoryReturn:
 
 
 class DrainingServer(uvicorn.Server):
-    """uvicorn's server: drains its connections on SIGTERM, returns their memory after."""
+    """uvicorn's server: sweeps the deadlines of its connections, drains them on SIGTERM,
+    and returns their memory after a burst."""
 
     def __init__(self, config: uvicorn.Config, *, shared: Shared) -> None:
         super().__init__(config)
         self.shared = shared
         self.memory = MemoryReturn()
+        self._sweeper: asyncio.Task[None] | None = None
 
-    async def on_tick(self, counter: int) -> bool:
-        if counter % 50 == 0:  # uvicorn ticks every 0.1 s
-            self.memory.check(self.shared.accepted)
-        return await super().on_tick(counter)
+    async def startup(self, sockets: list[Any] | None = None) -> None:
+        await super().startup(sockets)
+        self._sweeper = asyncio.create_task(self._sweep())
 
     async def shutdown(self, sockets: list[Any] | None = None) -> None:
         # Before uvicorn stops accepting: a connection whose handshake ends after this
         # point is served with Connection: close like the rest.
         self.shared.draining = True
-        await super().shutdown(sockets)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sweep in itertools.count(1):
+            await asyncio.sleep(SWEEP_INTERVAL)
+            now = loop.time()
+            for connection in list(self.server_state.connections):
+                if isinstance(connection, WebhookProtocol):
+                    connection.check_deadline(now)
+            if sweep % 20 == 0:
+                self.memory.check(self.shared.accepted)

@@ -97,8 +97,9 @@ def _start_node_watch(state: State) -> NodeWatcher:
 
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio turns Nagle off only on sockets created with it, and
-    # with Nagle on, a TLS response split into two records waits ~40 ms for an ACK.
+    # With Nagle on, a TLS response split into two records waits ~40 ms for an ACK. uvloop
+    # turns it off on every TCP connection; asyncio only on sockets created with
+    # IPPROTO_TCP, so say it (tests/test_serve_connections.py measures the latency).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
@@ -142,7 +143,6 @@ def run_worker(options: ServeOptions, sock: socket.socket, state: State | None =
         log_level="warning",
         access_log=False,
         proxy_headers=False,  # nothing proxies the apiserver's calls: no X-Forwarded-For
-        timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]
         # What is left after SIGTERM for requests in flight; then they are cancelled.
         timeout_graceful_shutdown=limits.grace_period,  # type: ignore[arg-type]
         lifespan="on",
