@@ -44,6 +44,7 @@ def rss_mib(pid: int) -> float:
 
 
 def open_connections(port: int, ctx: ssl.SSLContext, kind: str, n: int) -> list[socket.socket]:
+    """The connections whose TLS handshake completed (all of them for "tcp")."""
     conns: list[socket.socket] = []
     for _ in range(n):
         raw = socket.create_connection(("127.0.0.1", port))
@@ -115,7 +116,7 @@ def main() -> None:
         ctx = ssl.create_default_context(cafile=str(work / "ca.crt"))
         ctx.check_hostname = False
         print(f"serve --workers 1 {args.serve_args}; {os.cpu_count()} cores; RSS in MiB\n")
-        print("| kind | opened | accepted | open after hold | RSS before | RSS open "
+        print("| kind | opened | handshakes | open after hold | RSS before | RSS open "
               "| KiB/conn | RSS after |")  # fmt: skip
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for kind in KINDS:

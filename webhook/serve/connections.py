@@ -148,9 +148,11 @@ class WebhookProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self.phase is Phase.IDLE:
+        # A first request keeps the deadline from the handshake; a later one (after an
+        # idle spell, or pipelined behind a request being answered) gets its own.
+        if self.phase is not Phase.FIRST:
             self.deadline = self.loop.time() + self.shared.limits.header_timeout
-        self.phase = Phase.HEAD  # a first request keeps the deadline from the handshake
+        self.phase = Phase.HEAD
         self._head_received, self._head_spilled = 0, False
 
     def on_headers_complete(self) -> None:
