@@ -95,8 +95,9 @@ class HeadTooLarge(Exception):
 class WebhookProtocol(HttpToolsProtocol):
     """One connection. Subclassed per worker by ``protocol_class`` to carry ``shared``.
 
-    Timeouts are deadlines that ``DrainingServer`` sweeps four times a second: on uvloop
-    a timer armed and cancelled per request costs microseconds, a deadline nothing.
+    Timeouts are deadlines that ``DrainingServer`` sweeps four times a second: a timer
+    armed and cancelled per request costs 3-5 us (call_later, uvloop or asyncio), a
+    deadline an attribute write.
     """
 
     shared: ClassVar[Shared]
