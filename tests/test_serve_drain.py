@@ -8,6 +8,7 @@ connect (the listener is closed) sent nothing, which is the point of the drain.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import ssl
@@ -98,7 +99,18 @@ def test_a_request_that_never_completes_does_not_hold_the_exit(tmp_path: Path) -
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             assert server.proc.wait(30) in (0, -signal.SIGTERM)
-        # The grace period, then uvicorn cancels the request; the TLS close takes the rest.
-        assert time.monotonic() - signalled < 1 + 5
+            # The grace period, then uvicorn cancels the request; the TLS close the rest.
+            assert time.monotonic() - signalled < 1 + 5
+            answer = b""
+            with contextlib.suppress(ssl.SSLEOFError, ConnectionResetError):
+                while chunk := tls.recv(4096):  # the server closes after the answer
+                    answer += chunk
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert answer.endswith(
+            b'{"error":"shutting down: the grace period ended first","code":503}'
+        )
+        log = server.stderr_file.read_text()
+        assert "a request was still running when the grace period ended" in log
+        assert "Traceback" not in log, log
     finally:
         server.stop()

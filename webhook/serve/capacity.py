@@ -8,11 +8,14 @@ the worker's memory, while small requests still fit beside them. GET requests (t
 probes, /metrics) are never refused: a busy replica must not be restarted for it.
 
 A client that goes away in the middle of its body ends its request here, quietly:
-there is no one left to answer, and nothing went wrong on our side.
+there is no one left to answer, and nothing went wrong on our side. So does a request
+still running when the grace period after SIGTERM ends (uvicorn cancels it): 503 and one
+line in the log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -51,6 +54,11 @@ class InFlight:
             await self.app(scope, receive, send)
         except ClientDisconnect:
             log.debug("client went away before its request body was complete")
+        except asyncio.CancelledError:
+            # Only uvicorn cancels a request: when the grace period after SIGTERM ends
+            # with it still running. Say so in one line, not a traceback of the await.
+            log.warning("a request was still running when the grace period ended")
+            await _unavailable(send, "shutting down: the grace period ended first")
         finally:
             self.requests -= 1
             self.body_bytes -= size
