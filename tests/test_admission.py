@@ -280,11 +280,14 @@ def test_policy_reload_keeps_the_last_good_set(tmp_path: Path):
     state = make_state(policies)
     digest = state.policy_set.digest
     (policies / "gpu-slo-class.yaml").write_text("apiVersion: [broken")
+    # A change loads at the second check that sees it (a write in progress settles first).
+    assert state.reload_policies() is False and state.policy_error is None
     assert state.reload_policies() is False
     assert state.policy_set.digest == digest and "invalid YAML" in (state.policy_error or "")
     client = TestClient(create_app(state, decision_log=DecisionLog(io.BytesIO())))
     assert "invalid YAML" in client.get("/readyz").json()["policyReloadError"]
     (policies / "gpu-slo-class.yaml").unlink()
+    assert state.reload_policies() is False
     assert state.reload_policies() is True and state.policy_error is None
     assert len(state.policy_set.policies) == 4  # five shipped (gpu-dra-claims), one removed
 

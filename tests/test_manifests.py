@@ -409,3 +409,56 @@ def test_self_signed_jobs_run_the_certs_command(kind: str) -> None:
     assert context.params["namespace"] == "gpu-admission-system"
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     assert str(context.params["out"]) in mounts  # writable despite the read-only root
+
+
+# --- who may connect ------------------------------------------------------------------
+
+
+def overlay_from_the_docs(tmp_path: Path) -> Path:
+    """The overlay docs/deploy.md shows for the NetworkPolicy, as a user would write it
+    two directories below a checkout of this repository."""
+    text = (ROOT / "docs/deploy.md").read_text()
+    [block] = re.findall(r"```yaml\n(# your overlay: .*?)```", text, flags=re.S)
+    overlay = tmp_path / "deploy" / "prod"
+    overlay.mkdir(parents=True)
+    (tmp_path / "manifests").symlink_to(ROOT / "manifests")
+    (overlay / "kustomization.yaml").write_text(block)
+    return overlay
+
+
+def test_network_policy_admits_only_the_apiserver_path(tmp_path: Path) -> None:
+    objs = render(str(overlay_from_the_docs(tmp_path)))
+    policy = one(objs, "NetworkPolicy", "gpu-admission")
+    for version in SCHEMA_VERSIONS:
+        kubernetes_validate.validate(policy, version, strict=True)
+    assert policy["metadata"]["namespace"] == "gpu-admission-system"
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": POD_LABELS}
+    assert spec["policyTypes"] == ["Ingress"]  # egress (the Node watch) stays open
+    [rule] = spec["ingress"]
+    deployment = one(objs, "Deployment", "gpu-admission")
+    port = container(deployment)["ports"][0]["containerPort"]
+    assert rule["ports"] == [{"port": port, "protocol": "TCP"}]
+    kube_system = {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    assert rule["from"] == [
+        {"ipBlock": {"cidr": "10.0.0.0/24"}},  # the docs' patch: the control plane
+        {
+            "namespaceSelector": kube_system,
+            "podSelector": {"matchLabels": {"k8s-app": "konnectivity-agent"}},
+        },
+        {
+            "namespaceSelector": kube_system,
+            "podSelector": {"matchLabels": {"app": "konnectivity-agent"}},
+        },
+    ]
+    # The component adds the policy and nothing else.
+    cert_manager = render("manifests/overlays/cert-manager")
+    assert [o for o in objs if o["kind"] != "NetworkPolicy"] == list(cert_manager)
+
+
+def test_the_network_policy_placeholder_is_a_documentation_range() -> None:
+    """Unpatched, the policy admits nobody real (192.0.2.0/24, RFC 5737): a forgotten
+    patch fails closed, and loudly, rather than admitting a guessed range."""
+    text = (ROOT / "manifests/components/network-policy/networkpolicy.yaml").read_text()
+    policy = yaml.safe_load(text)
+    assert policy["spec"]["ingress"][0]["from"][0] == {"ipBlock": {"cidr": "192.0.2.0/24"}}

@@ -234,6 +234,20 @@ BROKEN = [
 ]
 
 
+EMPTY = (
+    "holds no GPUPolicy or WorkloadKinds document (empty, or only whitespace, comments "
+    "and ---): a half-written file? To drop its policies, delete the file"
+)
+# A file that loads to nothing is an error, at load and at reload: a file caught between
+# truncation and write would otherwise drop its policies without a word.
+BROKEN += [
+    ("empty file", "", [EMPTY]),
+    ("whitespace only", "  \n\n   \n", [EMPTY]),
+    ("comments and separators only", "# gpu-device-injection\n---\n# later\n---\n", [EMPTY]),
+    ("null documents only", "---\nnull\n---\n~\n", [EMPTY]),
+]
+
+
 @pytest.mark.parametrize(("text", "errors"), [r[1:] for r in BROKEN], ids=[r[0] for r in BROKEN])
 def test_broken_policy_file(tmp_path: Path, text: str, errors: list[str]) -> None:
     path = tmp_path / "policy.yaml"

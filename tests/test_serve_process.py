@@ -9,8 +9,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -111,6 +112,52 @@ def test_broken_policy_keeps_the_last_good_set_then_a_good_one_takes_effect(serv
     assert out["allowed"] is True and out["warnings"][0].startswith("[gpu-device-injection/")
     metrics = server.client.get(server.url + "/metrics").text
     assert 'gpu_admission_policy_reloads_total{result="error"} 1.0' in metrics
+
+
+def _wait_for(what: str, condition: Callable[[], object]) -> None:
+    deadline = time.monotonic() + 20
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.1)
+
+
+def test_an_emptied_policy_file_is_a_reload_error_and_its_policy_keeps_serving(server: Server):
+    """A policy file caught half-written: the file exists, its content does not yet."""
+    device = review(
+        pod(
+            spec={"volumes": [{"name": "dev", "hostPath": {"path": "/dev/nvidia0"}}]},
+            container={"volumeMounts": [{"name": "dev", "mountPath": "/dev/nvidia0"}]},
+        )
+    )
+    assert server.validate(device).json()["response"]["allowed"] is False
+    target = server.policies / "gpu-device-injection.yaml"
+    original = target.read_bytes()
+
+    def readyz() -> dict[str, Any]:
+        return dict(server.client.get(server.url + "/readyz").json())
+
+    def metrics() -> str:
+        return server.client.get(server.url + "/metrics").text
+
+    for reloads, content in enumerate([b"", b"# being rewritten\n---\n"], start=1):
+        target.write_bytes(content)
+        _wait_for(
+            "a reload error",
+            lambda n=reloads: f'reloads_total{{result="error"}} {n}.0' in metrics(),
+        )
+        assert readyz()["policyReloadError"] == (
+            f"{target}: holds no GPUPolicy or WorkloadKinds document (empty, or only "
+            "whitespace, comments and ---): a half-written file? To drop its policies, "
+            "delete the file"
+        )
+        assert "gpu-device-injection" in readyz()["policies"]
+        assert "gpu_admission_policy_reload_error 1.0" in metrics()
+        out = server.validate(device).json()["response"]
+        assert out["allowed"] is False
+        assert "[gpu-device-injection/hostpath-device]" in out["status"]["message"]
+    target.write_bytes(original)
+    _wait_for("the error cleared", lambda: readyz()["policyReloadError"] is None)
+    assert "gpu_admission_policy_reload_error 0.0" in metrics()
 
 
 def test_sigterm_during_load_fails_no_request(server: Server) -> None:

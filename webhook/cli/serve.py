@@ -60,6 +60,43 @@ from webhook.errors import GpuAdmissionError
     type=click.IntRange(0),
     help="Decisions of identical objects (replicas of one template) kept; 0 turns it off.",
 )
+@click.option(
+    "--header-timeout",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds a client has for the TLS handshake, and for each request's line and "
+    "headers (from its first byte; 408 after).",
+)
+@click.option(
+    "--keep-alive-timeout",
+    default=120.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds an idle connection is kept between requests (above the apiserver's 90).",
+)
+@click.option(
+    "--max-connections",
+    default=1000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Open connections per worker; one more is closed at once.",
+)
+@click.option(
+    "--max-in-flight",
+    default=256,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Requests with a body in progress per worker; one more gets 503.",
+)
+@click.option(
+    "--grace-period",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds after SIGTERM to finish the requests in flight; keep it under the "
+    "Pod's terminationGracePeriodSeconds minus its preStop sleep.",
+)
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Without --inventory.")
 @click.option("--context", help="kubeconfig context, without --inventory.")
 def serve(
@@ -76,6 +113,11 @@ def serve(
     reload_interval: float,
     body_timeout: float,
     eval_cache_size: int,
+    header_timeout: float,
+    keep_alive_timeout: float,
+    max_connections: int,
+    max_in_flight: int,
+    grace_period: float,
     kubeconfig: str | None,
     context: str | None,
 ) -> None:
@@ -85,6 +127,7 @@ def serve(
     kubeconfig) through a watch. Without --tls-cert-file a throwaway CA and a
     certificate for localhost are made, and the CA's path is printed.
     """
+    from webhook.serve.connections import Limits
     from webhook.serve.serving import ServeOptions
     from webhook.serve.serving import serve as run
     from webhook.serve.state import Settings, State
@@ -129,6 +172,13 @@ def serve(
         tls_key_file,
         client_ca_file,
         tls_reload_interval=reload_interval,
+        limits=Limits(
+            header_timeout=header_timeout,
+            keep_alive_timeout=keep_alive_timeout,
+            max_connections=max_connections,
+            max_in_flight=max_in_flight,
+            grace_period=grace_period,
+        ),
     )
     try:
         run(options, state)

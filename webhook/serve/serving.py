@@ -16,13 +16,15 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
 from webhook.kube.node_watch import NodeWatcher
+from webhook.serve.capacity import InFlight
+from webhook.serve.connections import DrainingServer, Limits, Shared, event_loop, protocol_class
 from webhook.serve.server import create_app
 from webhook.serve.state import Settings, State
 from webhook.serve.tls import ReloadingTLS
@@ -40,6 +42,7 @@ class ServeOptions:
     key_file: Path
     client_ca_file: Path | None
     tls_reload_interval: float = 10.0
+    limits: Limits = field(default_factory=Limits)
 
 
 def refreshers(
@@ -94,8 +97,9 @@ def _start_node_watch(state: State) -> NodeWatcher:
 
 def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio turns Nagle off only on sockets created with it, and
-    # with Nagle on, a TLS response split into two records waits ~40 ms for an ACK.
+    # With Nagle on, a TLS response split into two records waits ~40 ms for an ACK. uvloop
+    # turns it off on every TCP connection; asyncio only on sockets created with
+    # IPPROTO_TCP, so say it (tests/test_serve_connections.py measures the latency).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
@@ -128,18 +132,24 @@ def run_worker(options: ServeOptions, sock: socket.socket, state: State | None =
         client_ca_file=options.client_ca_file,
     )
     app = create_app(state, background=refreshers(options, tls))
+    limits = options.limits
+    shared = Shared(limits)
     config = uvicorn.Config(
-        app,
+        InFlight(app, max_requests=limits.max_in_flight),
+        # httptools, with the limits uvicorn lacks (webhook.serve.connections), on uvloop.
+        http=protocol_class(shared),
+        ws="none",
         ssl_context_factory=tls.ssl_context_factory,
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=30,
-        # No admission call outlives the webhook timeout (3 s); idle TLS connections whose
-        # peers never answer close_notify must not hold the exit longer than this.
-        timeout_graceful_shutdown=5,
+        proxy_headers=False,  # nothing proxies the apiserver's calls: no X-Forwarded-For
+        # What is left after SIGTERM for requests in flight; then they are cancelled.
+        timeout_graceful_shutdown=limits.grace_period,  # type: ignore[arg-type]
         lifespan="on",
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    server = DrainingServer(config, shared=shared)
+    with asyncio.Runner(loop_factory=event_loop(handshake_timeout=limits.header_timeout)) as run:
+        run.run(server.serve(sockets=[sock]))
 
 
 def serve(options: ServeOptions, state: State) -> None:
@@ -156,6 +166,9 @@ def serve(options: ServeOptions, state: State) -> None:
         child.start()
 
     def forward(sig: int, frame: FrameType | None) -> None:
+        # The workers stop accepting; without this copy open, connections that arrive
+        # after that are refused at once instead of waiting in the backlog for nobody.
+        sock.close()
         for child in children:
             if child.pid is not None and child.is_alive():
                 child.terminate() if sig == signal.SIGTERM else child.kill()

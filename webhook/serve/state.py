@@ -55,6 +55,7 @@ class State:
     last_sync: Callable[[], float | None] | None = None
     cache: EvaluationCache = field(default_factory=EvaluationCache)
     _policy_digest: str = ""
+    _settling_digest: str | None = None  # changed content seen at the last check, not loaded yet
     _inventory_digest: str = ""
     _unparsable: dict[str, str] = field(default_factory=dict)  # node name -> why
 
@@ -142,9 +143,19 @@ class State:
         self.inventory_error = error
 
     def reload_policies(self) -> bool:
-        """Re-read the policy directory if its content changed; True if a new set serves."""
+        """Re-read the policy directory if its content changed and then held still for one
+        check; True if a new set serves.
+
+        A file caught in the middle of a write (truncated, then written) must not load: a
+        prefix of a policy file often parses, as a policy with shorter lists. Waiting for
+        the same content at two checks in a row lets a write in progress finish first.
+        """
         digest = directory_digest(self.settings.policies_dir)
         if digest == self._policy_digest:
+            self._settling_digest = None
+            return False
+        if digest != self._settling_digest:
+            self._settling_digest = digest
             return False
         self._policy_digest = digest
         try:

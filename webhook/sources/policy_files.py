@@ -75,10 +75,15 @@ def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) ->
             continue
         contents.append((str(path.relative_to(root) if root else path), data))
         try:
+            documents = 0
             for doc in iter_documents(data, source=str(path)):
+                documents += 1
                 _load_document(doc, str(path), checks, policies, (kinds, settings), errors)
         except ManifestError as exc:
             errors.append(str(exc))
+            continue
+        if documents == 0:
+            errors.append(empty_file_error(path))
     errors += _duplicates(policies)
     if errors:
         raise PolicyError("\n".join(errors))
@@ -130,6 +135,15 @@ def _steps(dotted: str) -> tuple[str, ...]:
 
 def _opt_steps(dotted: str | None) -> tuple[str, ...] | None:
     return None if dotted is None else _steps(dotted)
+
+
+def empty_file_error(path: FsPath) -> str:
+    # A file caught between truncation and write (or a ConfigMap key emptied by a bad
+    # template) would otherwise load as a set without the policies it held.
+    return (
+        f"{path}: holds no GPUPolicy or WorkloadKinds document (empty, or only whitespace, "
+        "comments and ---): a half-written file? To drop its policies, delete the file"
+    )
 
 
 def _duplicates(policies: list[Policy]) -> list[str]:

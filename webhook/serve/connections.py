@@ -1,0 +1,306 @@
+"""Connections of `serve`: uvicorn's httptools protocol with the limits a webhook needs.
+
+What uvicorn 0.54 does on httptools (read from its source), and what this adds:
+
+- ``timeout_keep_alive`` is armed only after a response. A connection that never sends
+  a request, or sends its head one byte at a time, is never closed (every byte cancels
+  the timer). Here a head deadline runs from the TLS handshake and from the first byte
+  of each request to the end of its headers (408 and close when it passes), and the
+  keep-alive deadline replaces uvicorn's timer.
+- httptools (llhttp) has no limit on the request head; ``h11_max_incomplete_event_size``
+  is h11's alone. Here a head over ``MAX_HEAD_BYTES`` is answered 431 and closed.
+- uvicorn passes no ``ssl_handshake_timeout`` or ``ssl_shutdown_timeout``: a TCP
+  connection that never starts TLS is held for the loop's 60 s, one whose peer never
+  answers our close_notify for 30 s. ``event_loop`` bounds both.
+- ``limit_concurrency`` counts open connections with running requests, so idle
+  connections alone make every request a 503. Here open connections have their own
+  cap (``max_connections``: one over it is closed at once) and requests in flight
+  theirs (``webhook.serve.capacity``).
+- On shutdown uvicorn closes every idle keep-alive connection at once, and a request
+  already on its way meets a closed socket; the apiserver does not retry a POST.
+  Here an idle connection stays open for ``DRAIN_IDLE`` seconds, and every response
+  from SIGTERM on says ``Connection: close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import enum
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
+
+import httptools
+import orjson
+import uvicorn
+import uvloop
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+log = logging.getLogger("gpu_admission.connections")
+
+MAX_HEAD_BYTES = 16 * 1024  # the request line and headers; the apiserver sends < 1 KiB
+DRAIN_IDLE = 1.0  # seconds an idle connection stays open after SIGTERM: for requests in transit
+# Closing a TLS connection sends close_notify and waits for the peer's (uvloop: 30 s). A
+# client that never reads (an idle pooled connection, a hostile one) would hold the
+# connection, its memory and the exit that long.
+TLS_SHUTDOWN_TIMEOUT = 2.0
+SWEEP_INTERVAL = 0.25  # seconds between checks of the connections' deadlines
+
+
+@dataclass(frozen=True)
+class Limits:
+    header_timeout: float = 5.0
+    # Longer than the apiserver's idle timeout (90 s: client-go takes net/http's
+    # DefaultTransport value, k8s.io/apimachinery/pkg/util/net SetOldTransportDefaults),
+    # so the apiserver closes an idle connection first, never races our close with a POST.
+    keep_alive_timeout: float = 120.0
+    max_connections: int = 1000  # per worker
+    max_in_flight: int = 256  # per worker
+    grace_period: float = 20.0  # terminationGracePeriodSeconds 30 - preStop 5, with room
+
+
+@dataclass
+class Shared:
+    """What the connections of one worker share: the limits, and whether it drains."""
+
+    limits: Limits
+    draining: bool = False
+    accepted: int = 0  # connections, counted before their TLS handshake
+    refusal_logged_at: float = float("-inf")
+
+    def note_refusal(self, open_connections: int) -> None:
+        now = time.monotonic()
+        if now - self.refusal_logged_at >= 10.0:  # one line per 10 s under a flood
+            self.refusal_logged_at = now
+            log.warning(
+                "%d connections open (--max-connections): closing new ones", open_connections
+            )
+
+
+class Phase(enum.Enum):
+    FIRST = "no request yet"
+    HEAD = "receiving a request line and headers"
+    BUSY = "a request is being answered"
+    IDLE = "kept alive between requests"
+
+
+class HeadTooLarge(Exception):
+    """The request line and headers passed MAX_HEAD_BYTES."""
+
+
+class WebhookProtocol(HttpToolsProtocol):
+    """One connection. Subclassed per worker by ``protocol_class`` to carry ``shared``.
+
+    Timeouts are deadlines that ``DrainingServer`` sweeps four times a second: a timer
+    armed and cancelled per request costs 3-5 us (call_later, uvloop or asyncio), a
+    deadline an attribute write.
+    """
+
+    shared: ClassVar[Shared]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # on accept, before the TLS handshake
+        self.shared.accepted += 1
+        self.phase = Phase.FIRST
+        self.deadline = float("inf")  # loop.time() by which the phase must have ended
+        self._chunk_size = 0  # of the chunk being parsed
+        self._message_ended = False  # a request ended in the chunk being parsed
+        self._head_received = 0  # bytes of whole chunks received inside the current head
+        self._head_spilled = False  # the head began in a chunk after another request's end
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.shared.limits.max_connections:
+            self.shared.note_refusal(len(self.connections))
+            transport.close()
+            return
+        self.deadline = self.loop.time() + self.shared.limits.header_timeout
+
+    def data_received(self, data: bytes) -> None:
+        # uvicorn's (whose keep-alive timer is never armed here), but a head over the
+        # limit gets 431, not 400.
+        self._chunk_size, self._message_ended = len(data), False
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, HeadTooLarge):
+                self._refuse(431, f"request line and headers over {MAX_HEAD_BYTES} bytes")
+            else:
+                self.logger.warning("Invalid HTTP request received.")
+                self.send_400_response("Invalid HTTP request received.")
+            return
+        except httptools.HttpParserUpgrade:
+            self._unsupported_upgrade_warning()  # no WebSockets: served as plain HTTP
+        if self.phase is not Phase.HEAD:
+            return
+        # httptools keeps a header it has not seen the end of to itself: bound it by the
+        # bytes received. A chunk in which a request ended may hold the start of the next
+        # head after a body: not all head, so left uncounted (one read, <= 256 KiB).
+        if self._message_ended:
+            self._head_spilled = True
+            return
+        self._head_received += len(data)
+        if self._head_received > MAX_HEAD_BYTES:
+            self._refuse(431, f"request line and headers over {MAX_HEAD_BYTES} bytes")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        # A first request keeps the deadline from the handshake; a later one (after an
+        # idle spell, or pipelined behind a request being answered) gets its own.
+        if self.phase is not Phase.FIRST:
+            self.deadline = self.loop.time() + self.shared.limits.header_timeout
+        self.phase = Phase.HEAD
+        self._head_received, self._head_spilled = 0, False
+
+    def on_headers_complete(self) -> None:
+        # The head lies within the chunks it touched; count it only when they are large.
+        if self._head_spilled or self._head_received + self._chunk_size > MAX_HEAD_BYTES:
+            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            if size > MAX_HEAD_BYTES:
+                raise HeadTooLarge  # httptools stops and raises HttpParserCallbackError
+        self.phase, self.deadline = Phase.BUSY, float("inf")
+        super().on_headers_complete()
+        if self.shared.draining:
+            self.cycle.keep_alive = False  # the response says Connection: close
+
+    def on_message_complete(self) -> None:
+        self._message_ended = True
+        super().on_message_complete()
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, with a keep-alive deadline instead of its timer.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        elif self.phase is Phase.BUSY:
+            self.phase = Phase.IDLE
+            self.deadline = self.loop.time() + self.shared.limits.keep_alive_timeout
+
+    def check_deadline(self, now: float) -> None:
+        if now < self.deadline or self.transport.is_closing():
+            return
+        if self.phase is Phase.HEAD:
+            timeout = self.shared.limits.header_timeout
+            self._refuse(408, f"request line and headers not received within {timeout:g}s")
+        else:
+            self.transport.close()  # idle: no request since the handshake or the last one
+
+    def shutdown(self) -> None:
+        """Called by uvicorn on SIGTERM, once per open connection."""
+        if self.phase is Phase.HEAD:
+            return  # on_headers_complete ends the connection after this request
+        if self.phase is Phase.BUSY:
+            # The last request received gets Connection: close; any before it are answered.
+            last = self.pipeline[0][0] if self.pipeline else self.cycle
+            last.keep_alive = False
+            return
+        self.deadline = self.loop.time() + DRAIN_IDLE
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer a request the app never saw, and close: the rest of the stream is junk."""
+        if self.cycle is None or self.cycle.response_complete:
+            body = orjson.dumps({"error": message, "code": status})
+            head = [STATUS_LINE[status]]
+            head += [n + b": " + v + b"\r\n" for n, v in self.server_state.default_headers]
+            head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
+            head.append(b"connection: close\r\n\r\n")
+            self.transport.write(b"".join(head) + body)
+        self.transport.close()
+
+
+def protocol_class(shared: Shared) -> type[WebhookProtocol]:
+    """A protocol class for one worker's connections, all sharing ``shared``."""
+    return cast(
+        type[WebhookProtocol], type("WebhookProtocol", (WebhookProtocol,), {"shared": shared})
+    )
+
+
+def event_loop(*, handshake_timeout: float) -> Callable[[], asyncio.AbstractEventLoop]:
+    """A uvloop loop factory whose servers bound the TLS handshake and the TLS close."""
+
+    class Loop(uvloop.Loop):
+        async def create_server(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("ssl_handshake_timeout", handshake_timeout)
+            kwargs.setdefault("ssl_shutdown_timeout", TLS_SHUTDOWN_TIMEOUT)
+            return await super().create_server(*args, **kwargs)
+
+    return Loop
+
+
+class MemoryReturn:
+    """Give the memory of a burst of connections back to the system once it is over.
+
+    uvloop gives each TLS connection a 256 KiB read buffer from malloc. glibc raises its
+    mmap threshold whenever such a block is freed, so later buffers come from the heap,
+    which fragments; and freed heap is not returned by itself: 2,000 connections left
+    ~90 MB behind after they closed. A fixed threshold keeps those buffers in mappings
+    of their own (unmapped on free), and ``malloc_trim`` once a burst of new connections
+    is over returns the rest. Without glibc both are skipped.
+    """
+
+    M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
+    BURST = 100  # new connections within one check: the apiserver keeps its connections
+
+    def __init__(self) -> None:
+        self._trim: Callable[[int], int] | None = None
+        self._seen = 0
+        self._burst = False
+        try:
+            libc = ctypes.CDLL(None)
+            libc.mallopt(self.M_MMAP_THRESHOLD, 128 * 1024)
+            self._trim = libc.malloc_trim
+        except (OSError, AttributeError):
+            pass
+
+    def check(self, accepted: int) -> None:
+        """Every few seconds: ``accepted`` is the count of connections accepted so far."""
+        new, self._seen = accepted - self._seen, accepted
+        if new >= self.BURST:
+            self._burst = True
+        elif self._burst and self._trim is not None:
+            self._burst = False
+            self._trim(0)
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server: sweeps the deadlines of its connections, drains them on SIGTERM,
+    and returns their memory after a burst."""
+
+    def __init__(self, config: uvicorn.Config, *, shared: Shared) -> None:
+        super().__init__(config)
+        self.shared = shared
+        self.memory = MemoryReturn()
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def startup(self, sockets: list[Any] | None = None) -> None:
+        await super().startup(sockets)
+        self._sweeper = asyncio.create_task(self._sweep())
+
+    async def shutdown(self, sockets: list[Any] | None = None) -> None:
+        # Before uvicorn stops accepting: a connection whose handshake ends after this
+        # point is served with Connection: close like the rest.
+        self.shared.draining = True
+        try:
+            await super().shutdown(sockets)
+        finally:
+            if self._sweeper is not None:
+                self._sweeper.cancel()
+
+    async def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sweep in itertools.count(1):
+            await asyncio.sleep(SWEEP_INTERVAL)
+            now = loop.time()
+            for connection in list(self.server_state.connections):
+                if isinstance(connection, WebhookProtocol):
+                    connection.check_deadline(now)
+            if sweep % 20 == 0:
+                self.memory.check(self.shared.accepted)
