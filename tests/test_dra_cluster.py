@@ -13,6 +13,8 @@ driver's Pod."""
 
 from __future__ import annotations
 
+import base64
+import os
 import subprocess
 import sys
 import time
@@ -39,6 +41,9 @@ pytestmark = [
     pytest.mark.xdist_group("kubecluster-dra"),
 ]
 
+# The manifests' Service port; a process that is not root cannot listen there, so the test
+# then moves the Service and the webhook configuration to another one.
+PORT = 443 if os.geteuid() == 0 else 8443
 DRIVER = "gpu.nvidia.com"
 NODE = "dra-a100-0"
 
@@ -112,12 +117,19 @@ def pod(name: str, namespace: str, source: Obj) -> Obj:
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {"gpu-admission.io/peak-memory": "40Gi", "gpu-admission.io/slo-class": "batch"},
+            "labels": {
+                "gpu-admission.io/peak-memory": "40Gi",
+                "gpu-admission.io/slo-class": "batch",
+            },
         },
         "spec": {
             "resourceClaims": [{"name": "gpu", **source}],
             "containers": [
-                {"name": "c", "image": "registry.example.com/train:1", "resources": {"claims": [{"name": "gpu"}]}}
+                {
+                    "name": "c",
+                    "image": "registry.example.com/train:1",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
             ],
         },
     }  # fmt: skip
@@ -145,18 +157,19 @@ class Webhook:
         self.ip = cluster.cluster_ip()
         self.log = tmp / "serve.err"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webhook", "serve", "--host", self.ip, "--port", "443",
+            [sys.executable, "-m", "webhook", "serve", "--host", self.ip, "--port", str(PORT),
              "--kubeconfig", str(cluster.kubeconfig), "--reload-interval", "0.2",
              "--tls-cert-file", str(tmp / "tls.crt"), "--tls-key-file", str(tmp / "tls.key")],
             stdout=(tmp / "decisions.log").open("wb"),
             stderr=self.log.open("wb"),
         )  # fmt: skip
-        self.client = httpx.Client(verify=False, timeout=5)  # only /readyz, before the CA is trusted
+        # Only /readyz, by address: the certificate names the Service's DNS name.
+        self.client = httpx.Client(verify=False, timeout=5)
         self.ca_pem = ca.cert_pem
 
     def ready(self) -> Obj:
         try:
-            r = self.client.get(f"https://{self.ip}:443/readyz")
+            r = self.client.get(f"https://{self.ip}:{PORT}/readyz")
         except httpx.TransportError:
             return {}
         body: Obj = r.json()
@@ -172,15 +185,18 @@ class Webhook:
 
 
 def base_webhook_configuration(ca_pem: bytes) -> Obj:
-    import base64
-
     rendered = subprocess.run(
         [str(KIT / "kubectl"), "kustomize", str(ROOT / "manifests/base")],
         capture_output=True, text=True, check=True, timeout=60,
     ).stdout  # fmt: skip
-    [vwc] = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ValidatingWebhookConfiguration"]
+    [vwc] = [
+        d
+        for d in yaml.safe_load_all(rendered)
+        if d and d["kind"] == "ValidatingWebhookConfiguration"
+    ]
     for entry in vwc["webhooks"]:
         entry["clientConfig"]["caBundle"] = base64.b64encode(ca_pem).decode()
+        entry["clientConfig"]["service"]["port"] = PORT
     return vwc  # fmt: skip
 
 
@@ -203,33 +219,43 @@ def apply(cluster: Cluster, obj: Obj, *, check: bool = True, dry_run: bool = Fal
 
 @pytest.fixture(scope="module")
 def webhook(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Webhook]:
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
-    cluster.core.create_node(node)
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
-    cluster.core.patch_node_status(NODE, {"status": {"capacity": resources, "allocatable": resources}})
-    for obj in DRA_OBJECTS:
-        apply(cluster, obj)
-    for namespace in (NS, "gpu-operator", "gpu-admission-system"):
-        cluster.namespace(namespace)
+    # The server starts (imports, policies) while the cluster is set up.
     hook = Webhook(cluster, tmp_path_factory.mktemp("serve-dra"))
-    service = {
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "gpu-admission", "namespace": "gpu-admission-system"},
-        "spec": {"clusterIP": hook.ip, "ports": [{"port": 443, "targetPort": 443}],
-                 "selector": {"app": "none"}},
-    }  # fmt: skip
     try:
-        apply(cluster, service)
-        # The live supply: both devices, seen through the watch.
-        wait("the DRA supply", lambda: hook.ready().get("inventoryDraDevices") == 2)
-        apply(cluster, base_webhook_configuration(hook.ca_pem))
-        # The configuration takes effect within a second or so: until a bad claim is denied.
-        wait("the webhook", lambda: apply(cluster, claim("probe", NS, cls="gpu.nvidia.co"),
-                                          check=False, dry_run=True).returncode != 0)  # fmt: skip
-        yield hook
+        yield from _set_up(cluster, hook)
     finally:
         cluster.kubectl("delete", "validatingwebhookconfiguration", "gpu-admission", check=False)
         hook.stop()
+
+
+def _set_up(cluster: Cluster, hook: Webhook) -> Iterator[Webhook]:
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
+    cluster.core.create_node(node)
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    cluster.core.patch_node_status(
+        NODE, {"status": {"capacity": resources, "allocatable": resources}}
+    )
+    for obj in DRA_OBJECTS:
+        apply(cluster, obj)
+    namespaces = (NS, EXCLUDED, "gpu-admission-system")
+    for namespace in namespaces:
+        cluster.kubectl("create", "namespace", namespace)
+    for namespace in namespaces:
+        cluster.namespace(namespace)  # waits for its default service account
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "gpu-admission", "namespace": "gpu-admission-system"},
+        "spec": {"clusterIP": hook.ip, "ports": [{"port": PORT, "targetPort": PORT}],
+                 "selector": {"app": "none"}},
+    }  # fmt: skip
+    apply(cluster, service)
+    # The live supply: both devices, seen through the watch.
+    wait("the DRA supply", lambda: hook.ready().get("inventoryDraDevices") == 2)
+    apply(cluster, base_webhook_configuration(hook.ca_pem))
+    # The configuration takes effect within a second or so: until a bad claim is denied.
+    wait("the webhook", lambda: apply(cluster, claim("probe", NS, cls="gpu.nvidia.co"),
+                                      check=False, dry_run=True).returncode != 0)  # fmt: skip
+    yield hook
 
 
 def allocation(cluster: Cluster, namespace: str, name: str) -> Any:
@@ -259,12 +285,16 @@ def test_a_claim_template_and_a_pod_are_judged_as_the_apiserver_sends_them(
     assert "did you mean gpu.nvidia.com?" in denied.stderr
     apply(cluster, template("one-a100"))
     # A Pod naming a template that is nowhere is allowed with a warning (Helm order).
-    missing = apply(cluster, pod("orphan", NS, {"resourceClaimTemplateName": "no-such"}), dry_run=True)
+    missing = apply(
+        cluster, pod("orphan", NS, {"resourceClaimTemplateName": "no-such"}), dry_run=True
+    )
     assert "no-such" in missing.stderr and "Warning" in missing.stderr
     apply(cluster, pod("templated", NS, {"resourceClaimTemplateName": "one-a100"}))
-    generated = wait("the generated claim", lambda: cluster.kubectl(
-        "-n", NS, "get", "pod", "templated", "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"
-    ).stdout)  # fmt: skip
+    path = "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"
+    generated = wait(
+        "the generated claim",
+        lambda: cluster.kubectl("-n", NS, "get", "pod", "templated", "-o", path).stdout,
+    )
     assert wait("its allocation", lambda: allocation(cluster, NS, generated))
 
 
@@ -272,7 +302,8 @@ def test_a_claim_template_and_a_pod_are_judged_as_the_apiserver_sends_them(
 UNSATISFIABLE = [
     ("no-class", {"cls": "gpu.nvidia.co"}, "unknown-device-class",
      "device class gpu.nvidia.co does not exist"),
-    ("no-match", {"selector": f"device.attributes['{DRIVER}'].productName == 'NVIDIA A100-SXM4-80G'"},
+    ("no-match",
+     {"selector": f"device.attributes['{DRIVER}'].productName == 'NVIDIA A100-SXM4-80G'"},
      "selector-matches-nothing", "cannot allocate all claims"),
     ("too-many", {"count": 3}, "count-exceeds-node", "cannot allocate all claims"),
 ]  # fmt: skip
@@ -284,11 +315,13 @@ def test_what_the_engine_allows_is_allocated_and_what_it_denies_is_never(
     apply(cluster, claim("one", NS))
     apply(cluster, pod("uses-one", NS, {"resourceClaimName": "one"}))
     assert wait("the allocation", lambda: allocation(cluster, NS, "one"))
-    for name, kwargs, rule, _ in UNSATISFIABLE:
-        judged = apply(cluster, claim(name, NS, **kwargs), check=False, dry_run=True)
-        assert f"[gpu-dra-claims/{rule}]" in judged.stderr, (name, judged.stderr)
+    for name, kwargs, _, _ in UNSATISFIABLE:
         apply(cluster, claim(name, EXCLUDED, **kwargs))
         apply(cluster, pod(name, EXCLUDED, {"resourceClaimName": name}))
+    # The same claims where the webhook looks (while the scheduler tries the others).
+    for name, kwargs, rule, _ in UNSATISFIABLE:
+        judged = apply(cluster, claim(name, NS, **kwargs), check=False, dry_run=True)
+        assert judged.returncode != 0 and f"[gpu-dra-claims/{rule}]" in judged.stderr, name
     for name, _, _, said in UNSATISFIABLE:
         assert said in wait(name, lambda n=name: failed_scheduling(cluster, EXCLUDED, n)), name  # type: ignore[misc]
         assert allocation(cluster, EXCLUDED, name) is None, name
