@@ -325,3 +325,32 @@ def test_what_the_engine_allows_is_allocated_and_what_it_denies_is_never(
     for name, _, _, said in UNSATISFIABLE:
         assert said in wait(name, lambda n=name: failed_scheduling(cluster, EXCLUDED, n)), name  # type: ignore[misc]
         assert allocation(cluster, EXCLUDED, name) is None, name
+
+
+def test_a_slice_published_and_withdrawn_reaches_the_webhook_by_its_watch(
+    cluster: Cluster, webhook: Webhook
+) -> None:
+    h100 = f"device.attributes['{DRIVER}'].productName == 'NVIDIA H100 80GB HBM3'"
+    wanted = claim("h100", NS, selector=h100)
+    before = apply(cluster, wanted, check=False, dry_run=True)
+    assert "[gpu-dra-claims/selector-matches-nothing]" in before.stderr
+    h100_device = device(0)
+    h100_device["attributes"]["productName"] = {"string": "NVIDIA H100 80GB HBM3"}
+    published: Obj = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"dra-h100-0-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "dra-h100-0",
+            "pool": {"name": "dra-h100-0", "generation": 1, "resourceSliceCount": 1},
+            "devices": [h100_device],
+        },
+    }
+    apply(cluster, published)
+    wait("the new slice", lambda: webhook.ready().get("inventoryDraDevices") == 3)
+    assert apply(cluster, wanted, dry_run=True).returncode == 0
+    cluster.kubectl("delete", "resourceslice", published["metadata"]["name"])
+    wait("the slice gone", lambda: webhook.ready().get("inventoryDraDevices") == 2)
+    after = apply(cluster, wanted, check=False, dry_run=True)
+    assert "[gpu-dra-claims/selector-matches-nothing]" in after.stderr
