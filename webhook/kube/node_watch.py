@@ -183,7 +183,7 @@ class NodeWatcher:
             try:
                 self._list()
             except KubeApiError as exc:
-                if exc.status != 404:
+                if exc.status != 404 or self._resource == NODES:  # Nodes are always served
                     raise
                 self._not_served(exc)
                 return False
