@@ -129,7 +129,7 @@ def test_dra_lists_and_events_reach_the_inventory_and_nodes_keep_them() -> None:
     state.set_nodes(copy.deepcopy(NODES))
     assert state.inventory.dra.device_count == devices
     # A relist without one slice drops it; a DELETED event drops the other.
-    gone, kept = slices
+    _, kept = slices
     state.set_dra("ResourceSlice", [kept])
     assert set(state.inventory.dra.slices) == {kept["metadata"]["name"]}
     before = state.inventory
