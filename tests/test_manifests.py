@@ -126,8 +126,10 @@ def test_server_rbac_is_read_only_nodes() -> None:
         "gpu-admission"
     ]
     role = one(objs, "ClusterRole", "gpu-admission")
+    dra = ["deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["resource.k8s.io"], "resources": dra, "verbs": ["get", "list", "watch"]},
     ]
     binding = one(objs, "ClusterRoleBinding", "gpu-admission")
     assert binding["roleRef"]["name"] == "gpu-admission"
@@ -287,6 +289,10 @@ def test_webhook_rules(webhooks: list[Obj]) -> None:
     expected |= {("workloads.gpu-admission.io", g, r, op) for g, r in workloads for op in cu}
     expected |= {("podtemplates.gpu-admission.io", "", "podtemplates", op) for op in cu}
     expected |= {("cronjobs.gpu-admission.io", "batch", "cronjobs", op) for op in cu}
+    claims = ("resourceclaims", "resourceclaimtemplates")
+    expected |= {
+        ("resourceclaims.gpu-admission.io", "resource.k8s.io", r, op) for r in claims for op in cu
+    }
     custom = [
         ("kubeflow.org", "pytorchjobs"),
         ("kubeflow.org", "mpijobs"),
@@ -338,9 +344,17 @@ def test_match_conditions_are_one_expression_at_each_kinds_path(webhooks: list[O
         assert condition["name"] == "could-violate-a-gpu-policy"
         spec, meta = SPEC_PATHS[webhook["name"]]
         expression = condition["expression"]
-        assert expression.count(spec + ".?") == 4 and expression.count(meta + ".?") == 1
+        # containers, initContainers, ephemeralContainers, volumes, resourceClaims
+        assert expression.count(spec + ".?") == 5 and expression.count(meta + ".?") == 1
         generic.add(expression.replace(spec + ".?", "SPEC.?").replace(meta + ".?", "META.?"))
     assert len(generic) == 1
+    assert "SPEC.?resourceClaims.orValue([]).size() > 0 ||" in generic.pop()
+
+
+def test_dra_claims_are_sent_in_every_version_they_are_served(webhooks: list[Obj]) -> None:
+    [entry] = [w for w in webhooks if w["name"] == "resourceclaims.gpu-admission.io"]
+    assert [rule["apiVersions"] for rule in entry["rules"]] == [["v1", "v1beta2", "v1beta1"]]
+    assert entry["matchPolicy"] == "Equivalent"
 
 
 # --- overlays -----------------------------------------------------------------------

@@ -180,3 +180,22 @@ def test_heartbeats_keep_the_cache_and_real_changes_reach_decisions(
         assert server.ready().json()["inventoryNodes"] == len(nodes)
     finally:
         server.stop()
+
+
+def test_a_cluster_without_dra_serves_with_no_dra_supply(
+    api: FakeApiServer, tmp_path: Path
+) -> None:
+    """The fake apiserver serves no resource.k8s.io (404, as a cluster before 1.34 does):
+    not an error, just no DRA supply; the lists are asked for and retried later."""
+    api.put_many(NODES, example_nodes())
+    server = LiveServer(tmp_path, api)
+    try:
+        server.wait(lambda: server.ready().status_code == 200, "the first sync")
+        ready = server.ready().json()
+        assert ready["inventoryDraDevices"] == 0 and ready["inventoryError"] is None
+        for plural in ("deviceclasses", "resourceslices", "resourceclaimtemplates"):
+            path = f"/apis/resource.k8s.io/v1/{plural}"
+            server.wait(lambda p=path: bool(api.list_requests(p)), f"a list of {plural}")
+        assert server.judge(MIG_POD)["allowed"] is True
+    finally:
+        server.stop()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 from reviews import pod
 
 from webhook.core.engine import Subject
@@ -99,3 +100,61 @@ def test_a_list_with_a_bad_node_serves_the_others() -> None:
     assert state.inventory_error == (
         "node gpu-h100-0: status.allocatable['nvidia.com/gpu'] = 'eight' is not a quantity"
     )
+
+
+# --- DRA objects from their watches ------------------------------------------------------
+
+DRA_ITEMS = [
+    o
+    for o in yaml.safe_load((ROOT / "examples/dra/cluster.yaml").read_text())["items"]
+    if o["kind"] != "Node"
+]
+
+
+def of_kind(kind: str) -> list[dict[str, Any]]:
+    return [copy.deepcopy(o) for o in DRA_ITEMS if o["kind"] == kind]
+
+
+def test_dra_lists_and_events_reach_the_inventory_and_nodes_keep_them() -> None:
+    state = live_state()
+    slices = of_kind("ResourceSlice")
+    assert len(slices) == 2
+    state.set_dra("DeviceClass", of_kind("DeviceClass"))
+    state.set_dra("ResourceSlice", slices)
+    devices = state.inventory.dra.device_count
+    assert devices > 0 and set(state.inventory.dra.slices) == {
+        s["metadata"]["name"] for s in slices
+    }
+    # A Node list after the DRA lists keeps the DRA supply.
+    state.set_nodes(copy.deepcopy(NODES))
+    assert state.inventory.dra.device_count == devices
+    # A relist without one slice drops it; a DELETED event drops the other.
+    _, kept = slices
+    state.set_dra("ResourceSlice", [kept])
+    assert set(state.inventory.dra.slices) == {kept["metadata"]["name"]}
+    before = state.inventory
+    state.update_dra("ResourceSlice", {kept["metadata"]["name"]: copy.deepcopy(kept)})
+    assert state.inventory is before  # the same slice again: nothing changed
+    state.update_dra("ResourceSlice", {kept["metadata"]["name"]: None})
+    assert not state.inventory.dra.slices and state.inventory.node_count == len(NODES)
+
+
+def test_templates_are_kept_by_namespace_and_generated_claims_are_not() -> None:
+    state = live_state()
+    [template] = of_kind("ResourceClaimTemplate")
+    namespace, name = template["metadata"]["namespace"], template["metadata"]["name"]
+    state.update_dra("ResourceClaimTemplate", {f"{namespace}/{name}": template})
+    assert ("ResourceClaimTemplate", namespace, name) in state.inventory.dra.claims
+    generated = copy.deepcopy(template)
+    generated["kind"] = "ResourceClaim"
+    generated["spec"] = template["spec"]["spec"]
+    generated["metadata"] = {
+        "name": "trainer-gpu-x7k2p",
+        "namespace": namespace,
+        "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
+    }
+    before = state.inventory
+    state.set_dra("ResourceClaim", [generated])
+    assert state.inventory is before
+    state.update_dra("ResourceClaimTemplate", {f"{namespace}/{name}": None})
+    assert not state.inventory.dra.claims

@@ -92,6 +92,18 @@ DAEMON_SETS = ResourceRef("apps", "v1", "daemonsets", "DaemonSet")
 JOBS = ResourceRef("batch", "v1", "jobs", "Job")
 CRON_JOBS = ResourceRef("batch", "v1", "cronjobs", "CronJob")
 NODES = ResourceRef("", "v1", "nodes", "Node", namespaced=False)
+# DRA supply (resource.k8s.io/v1, GA since Kubernetes 1.34), watched by `serve`.
+DEVICE_CLASSES = ResourceRef(
+    "resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False
+)
+RESOURCE_SLICES = ResourceRef(
+    "resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False
+)
+RESOURCE_CLAIMS = ResourceRef("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim")
+RESOURCE_CLAIM_TEMPLATES = ResourceRef(
+    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"
+)
+DRA_RESOURCES = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS)
 
 BUILTIN_WORKLOADS: tuple[ResourceRef, ...] = (
     PODS,

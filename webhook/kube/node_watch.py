@@ -1,4 +1,5 @@
-"""A live view of the cluster's Nodes: one paged list, then a watch, in a daemon thread.
+"""A live view of the cluster's Nodes (or another resource: DeviceClasses,
+ResourceSlices, claim templates): one paged list, then a watch, in a daemon thread.
 
 Admission requests never call the API: the server reads the inventory that the
 callbacks last built. The watcher lists the Nodes, watches from the list's
@@ -16,6 +17,11 @@ The watch request has a long read timeout, not a short one: urllib3 cannot resum
 chunked body after a read timeout (the stream is over and its unread events are lost),
 so a short timeout would reconnect every few seconds on a quiet cluster. `stop()`
 instead shuts the socket down under the blocked read, which returns at once.
+
+A resource the cluster does not serve (404 on the list: resource.k8s.io/v1 before
+Kubernetes 1.34, or with the API group off) is no error: the watcher delivers an empty
+list, counts as synced, and lists again after the longest backoff, so DRA turned on
+later is picked up. Objects of a namespaced resource are keyed `namespace/name`.
 """
 
 from __future__ import annotations
@@ -31,7 +37,15 @@ import orjson
 import urllib3
 from kubernetes import client as k8s
 
-from webhook.kube.client import NODES, KubeApiError, KubeError, get, list_pages, status_message
+from webhook.kube.client import (
+    NODES,
+    KubeApiError,
+    KubeError,
+    ResourceRef,
+    get,
+    list_pages,
+    status_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +61,8 @@ class _Stopped(Exception):
 
 
 class NodeWatcher:
-    """Keeps every Node of the cluster current through list + watch."""
+    """Keeps every object of one resource (Nodes unless told) current through list +
+    watch."""
 
     def __init__(
         self,
@@ -60,8 +75,11 @@ class NodeWatcher:
         clock: Callable[[], float] = time.monotonic,
         watch_timeout: int = 300,
         page_size: int = 500,
+        resource: ResourceRef = NODES,
     ) -> None:
         self._client = client
+        self._resource = resource
+        self._served = True  # False after a 404 on the list: the cluster has no such API
         self._on_change = on_change
         self._on_update = on_update
         self._backoff_initial = backoff_initial
@@ -79,7 +97,9 @@ class NodeWatcher:
         self._lock = threading.Lock()  # guards _active against stop()
         self._active: urllib3.BaseHTTPResponse | None = None
         self._random = random.Random()
-        self._thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"watch-{resource.plural}", daemon=True
+        )
 
     @property
     def synced(self) -> bool:
@@ -93,7 +113,13 @@ class NodeWatcher:
 
     @property
     def node_count(self) -> int:
+        """Objects held (Nodes, or whatever resource this watcher watches)."""
         return len(self._nodes)
+
+    @property
+    def served(self) -> bool:
+        """False while the cluster answers 404 for the resource (it has no such API)."""
+        return self._served
 
     @property
     def errors(self) -> int:
@@ -117,7 +143,9 @@ class NodeWatcher:
         if self._thread.is_alive():
             self._thread.join(timeout)
             if self._thread.is_alive():
-                log.warning("node watch thread still running %.1fs after stop()", timeout)
+                log.warning(
+                    "%s watch thread still running %.1fs after stop()", self._resource, timeout
+                )
 
     # -- the thread -----------------------------------------------------------------
 
@@ -134,12 +162,15 @@ class NodeWatcher:
                 self._errors += 1
                 progressed = False
                 log.warning(
-                    "node watch failed (%s); keeping %d nodes, reconnecting", exc, len(self._nodes)
+                    "%s watch failed (%s); keeping %d, reconnecting",
+                    self._resource,
+                    exc,
+                    len(self._nodes),
                 )
             failures = 0 if progressed else failures + 1
             if failures:
                 self._stopping.wait(self._backoff(failures))
-        log.debug("node watch stopped")
+        log.debug("%s watch stopped", self._resource)
 
     def _backoff(self, failures: int) -> float:
         delay = min(self._backoff_max, self._backoff_initial * 2.0 ** (failures - 1))
@@ -149,29 +180,48 @@ class NodeWatcher:
         """(Re-)list if needed, then watch until the stream ends; False if it made no
         progress (no event, and ended within a second), which calls for a backoff."""
         if self._rv is None:
-            self._list()
+            try:
+                self._list()
+            except KubeApiError as exc:
+                if exc.status != 404 or self._resource == NODES:  # Nodes are always served
+                    raise
+                self._not_served(exc)
+                return False
         try:
             return self._watch()
         except _Gone as exc:
-            log.info("node watch expired (%s); listing again", exc)
+            log.info("%s watch expired (%s); listing again", self._resource, exc)
             self._rv = None
             return False
+
+    def _not_served(self, exc: KubeApiError) -> None:
+        """No such resource here: an empty, synced view; the backoff retries the list."""
+        if self._served or not self._synced:
+            log.info("%s is not served by this cluster (%s): none", self._resource, exc)
+        self._served = False
+        self._nodes = {}
+        self._last_sync = self._clock()
+        self._synced = True
+        self._notify()
 
     def _list(self) -> None:
         nodes: dict[str, dict[str, Any]] = {}
         rv = ""
-        pages = list_pages(self._client, resource=NODES, namespace=None, page_size=self._page_size)
+        pages = list_pages(
+            self._client, resource=self._resource, namespace=None, page_size=self._page_size
+        )
         for page in pages:
             for node in page["items"]:
-                nodes[node["metadata"]["name"]] = node
+                nodes[self._key(node["metadata"])] = node
             rv = str((page.get("metadata") or {}).get("resourceVersion") or "")
         self._check_stopping()
-        if self._synced:
+        if self._synced and self._served:
             self._relists += 1
+        self._served = True
         self._nodes, self._rv = nodes, rv
         self._last_sync = self._clock()
         self._synced = True
-        log.info("listed %d nodes at resourceVersion %s", len(nodes), rv)
+        log.info("listed %d %s at resourceVersion %s", len(nodes), self._resource, rv)
         self._notify()
 
     def _watch(self) -> bool:
@@ -185,7 +235,7 @@ class NodeWatcher:
         # after timeoutSeconds, and bookmarks come about once a minute.
         timeout = (CONNECT_TIMEOUT, self._watch_timeout + 30.0)
         try:
-            resp = get(self._client, NODES.path(), query, timeout=timeout)
+            resp = get(self._client, self._resource.path(), query, timeout=timeout)
         except KubeApiError as exc:
             if exc.status == 410:
                 raise _Gone(str(exc)) from None
@@ -218,7 +268,7 @@ class NodeWatcher:
                     self._notify(changed)
         if self._stopping.is_set():
             raise _Stopped
-        log.debug("node watch ended by the server; resuming at %s", self._rv)
+        log.debug("%s watch ended by the server; resuming at %s", self._resource, self._rv)
         return progressed
 
     def _apply(self, event: dict[str, Any], changed: dict[str, dict[str, Any] | None]) -> None:
@@ -232,16 +282,23 @@ class NodeWatcher:
         meta = obj.get("metadata") or {}
         self._rv = str(meta.get("resourceVersion") or self._rv)
         self._last_sync = self._clock()
+        res = self._resource
         if kind in ("ADDED", "MODIFIED"):
-            name = meta["name"]
-            node = self._nodes[name] = {"apiVersion": "v1", "kind": "Node", **obj}
+            name = self._key(meta)
+            node = self._nodes[name] = {"apiVersion": res.api_version, "kind": res.kind, **obj}
             changed[name] = node
         elif kind == "DELETED":
-            name = meta.get("name", "")
+            name = self._key(meta)
             if self._nodes.pop(name, None) is not None:
                 changed[name] = None
         elif kind != "BOOKMARK":
-            log.warning("ignoring node watch event of unknown type %r", kind)
+            log.warning("ignoring %s watch event of unknown type %r", res, kind)
+
+    def _key(self, meta: dict[str, Any]) -> str:
+        name = str(meta.get("name") or "")
+        if self._resource.namespaced:
+            return f"{meta.get('namespace') or ''}/{name}"
+        return name
 
     def _notify(self, changed: dict[str, dict[str, Any] | None] | None = None) -> None:
         try:
@@ -250,7 +307,7 @@ class NodeWatcher:
             else:
                 self._on_change(list(self._nodes.values()))
         except Exception:
-            log.exception("node watch callback failed; the watch goes on")
+            log.exception("%s watch callback failed; the watch goes on", self._resource)
 
     def _set_active(self, resp: urllib3.BaseHTTPResponse | None) -> None:
         with self._lock:

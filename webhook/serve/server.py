@@ -189,6 +189,7 @@ def create_app(
             "policyReloadError": state.policy_error,
             "inventorySynced": state.inventory_synced,
             "inventoryNodes": len(state.inventory.nodes),
+            "inventoryDraDevices": state.inventory.dra.device_count,
             "inventoryAgeSeconds": None if age is None else round(age, 1),
             "inventoryError": state.inventory_error,
         }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import multiprocessing
@@ -56,7 +57,7 @@ def refreshers(
             asyncio.create_task(_every(options.settings.reload_interval, state.reload_policies)),
             asyncio.create_task(tls.poll(interval=options.tls_reload_interval)),
         ]
-        watcher = None
+        watchers: list[NodeWatcher] = []
         if options.settings.inventory_file:
             tasks.append(
                 asyncio.create_task(
@@ -64,13 +65,13 @@ def refreshers(
                 )
             )
         else:
-            watcher = _start_node_watch(state)
+            watchers = _start_watches(state)
         try:
             yield
         finally:
             for task in tasks:
                 task.cancel()
-            if watcher is not None:
+            for watcher in watchers:
                 await asyncio.to_thread(watcher.stop, 2.0)
 
     return run
@@ -85,14 +86,28 @@ async def _every(interval: float, action: Callable[[], object]) -> None:
             log.exception("background refresh failed")
 
 
-def _start_node_watch(state: State) -> NodeWatcher:
-    from webhook.kube.client import api_client
+def _start_watches(state: State) -> list[NodeWatcher]:
+    """The Node watch (its last sync is the inventory's age) and one watch per DRA
+    resource; a cluster without resource.k8s.io/v1 gives an empty DRA supply."""
+    from webhook.kube.client import DRA_RESOURCES, api_client
 
     client = api_client(context=state.settings.context, kubeconfig=state.settings.kubeconfig)
-    watcher = NodeWatcher(client, on_change=state.set_nodes, on_update=state.update_nodes)
-    state.last_sync = lambda: watcher.last_sync
-    watcher.start()
-    return watcher
+    nodes = NodeWatcher(client, on_change=state.set_nodes, on_update=state.update_nodes)
+    state.last_sync = lambda: nodes.last_sync
+    watchers = [nodes]
+    for resource in DRA_RESOURCES:
+        kind = resource.kind
+        watchers.append(
+            NodeWatcher(
+                client,
+                resource=resource,
+                on_change=functools.partial(state.set_dra, kind),
+                on_update=functools.partial(state.update_dra, kind),
+            )
+        )
+    for watcher in watchers:
+        watcher.start()
+    return watchers
 
 
 def bind(host: str, port: int) -> socket.socket:

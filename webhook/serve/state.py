@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from webhook.core.dra import DraSupply
 from webhook.core.engine import StaleAction, Staleness
 from webhook.core.inventory import Inventory, Node, parse_node
 from webhook.core.policy import PolicySet
@@ -58,6 +60,9 @@ class State:
     _settling_digest: str | None = None  # changed content seen at the last check, not loaded yet
     _inventory_digest: str = ""
     _unparsable: dict[str, str] = field(default_factory=dict)  # node name -> why
+    # The Node watch and the DRA watches run in threads of their own; each builds the
+    # next inventory from the current one, so the read-modify-write is serialised.
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def start(cls, settings: Settings) -> State:
@@ -95,19 +100,24 @@ class State:
                 except InventoryError as exc:
                     self._unparsable[_name(obj, i)] = str(exc)
 
-        try:
-            inventory = Inventory.from_parsed(parsed())
-        except GpuAdmissionError as exc:
-            self.inventory_error = str(exc)
-            log.error("inventory from the cluster not usable: %s", exc)
-            return
-        self._swap_inventory(inventory)
+        with self._lock:
+            try:
+                inventory = Inventory.from_parsed(parsed()).with_dra(self.inventory.dra)
+            except GpuAdmissionError as exc:
+                self.inventory_error = str(exc)
+                log.error("inventory from the cluster not usable: %s", exc)
+                return
+            self._swap_inventory(inventory)
 
     def update_nodes(self, changed: Mapping[str, Mapping[str, Any] | None]) -> None:
         """Called by the Node watcher's thread with the Nodes one batch of events
         changed (None: deleted). Costs what those nodes cost; when nothing a check
         reads changed (heartbeats, conditions, resourceVersion, managedFields, the GFD
         timestamp) the inventory stays the same object, and so do the caches on it."""
+        with self._lock:
+            self._update_nodes(changed)
+
+    def _update_nodes(self, changed: Mapping[str, Mapping[str, Any] | None]) -> None:
         inventory = self.inventory
         for name, obj in changed.items():
             self._unparsable.pop(name, None)
@@ -124,6 +134,52 @@ class State:
             self._report_unparsable()
         else:
             self._swap_inventory(inventory)
+
+    def set_dra(self, kind: str, objects: Sequence[Mapping[str, Any]]) -> None:
+        """Called by a DRA watcher's thread after a (re-)list of `kind` (DeviceClass,
+        ResourceSlice, ResourceClaimTemplate, ResourceClaim; none when the cluster does
+        not serve resource.k8s.io/v1): that kind's objects become these."""
+        with self._lock:
+            dra = self.inventory.dra
+            given = {_dra_key(o) for o in objects}
+            for namespace, name in _dra_keys(dra, kind):
+                if (namespace, name) not in given:
+                    dra = dra.without(kind, name, namespace)
+            for obj in objects:
+                namespace, name = _dra_key(obj)
+                dra = self._put_dra(dra, kind, f"{namespace}/{name}", obj)
+            self._swap_dra(dra)
+
+    def update_dra(self, kind: str, changed: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """Called by a DRA watcher's thread with the objects one batch of events changed
+        (keyed `name` or `namespace/name`; None: deleted). Costs what they cost: a
+        ResourceSlice event re-evaluates selectors on that slice only."""
+        with self._lock:
+            dra = self.inventory.dra
+            for key, obj in changed.items():
+                if obj is None:
+                    namespace, _, name = key.rpartition("/")
+                    dra = dra.without(kind, name, namespace)
+                else:
+                    dra = self._put_dra(dra, kind, key, obj)
+            self._swap_dra(dra)
+
+    def _put_dra(self, dra: DraSupply, kind: str, key: str, obj: Mapping[str, Any]) -> DraSupply:
+        where = f"{kind} {key.lstrip('/')}"
+        self._unparsable.pop(where, None)
+        namespace, name = _dra_key(obj)
+        if _generated_claim(obj):  # one per Pod, named by no Pod spec: not kept
+            return dra.without(kind, name, namespace)
+        try:
+            return dra.with_object(obj)
+        except (GpuAdmissionError, ValueError) as exc:
+            self._unparsable[where] = str(exc)
+            return dra.without(kind, name, namespace)
+
+    def _swap_dra(self, dra: DraSupply) -> None:
+        if dra is not self.inventory.dra:
+            self.inventory = self.inventory.with_dra(dra)
+        self._report_unparsable()
 
     def _swap_inventory(self, inventory: Inventory) -> None:
         self.inventory = inventory
@@ -207,6 +263,34 @@ def directory_digest(directory: str) -> str:
         return files_digest(read_files(policy_files(root), root))
     except OSError:
         return ""
+
+
+# The resourceclaim controller marks the claims it makes from a Pod's template
+# (k8s.io/kubernetes pkg/controller/resourceclaim: podResourceClaimAnnotation).
+GENERATED_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+
+def _generated_claim(obj: Mapping[str, Any]) -> bool:
+    if obj.get("kind") != "ResourceClaim":
+        return False
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return isinstance(annotations, Mapping) and GENERATED_CLAIM_ANNOTATION in annotations
+
+
+def _dra_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _dra_keys(dra: DraSupply, kind: str) -> list[tuple[str, str]]:
+    """(namespace, name) of every object of `kind` the supply holds."""
+    if kind == "DeviceClass":
+        return [("", name) for name in dra.classes]
+    if kind == "ResourceSlice":
+        return [("", name) for name in dra.slices]
+    return [(ns, name) for k, ns, name in dra.claims if k == kind]
 
 
 def _name(obj: object, index: int) -> str:

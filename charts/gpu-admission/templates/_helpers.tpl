@@ -141,6 +141,7 @@ one expression, so that the entries cannot drift apart (docs/deploy.md explains 
         m.?mountPath.orValue('').contains('nvidia-container-devices'))
     )) ||
     {{ .spec }}.?volumes.orValue([]).exists(v, has(v.hostPath)) ||
+    {{ .spec }}.?resourceClaims.orValue([]).size() > 0 ||
     {{ .meta }}.?annotations.orValue({}).exists(k,
       k.startsWith('cdi.k8s.io') || k.startsWith('nvidia.cdi.k8s.io') ||
       k.startsWith('cdi-devices.') || k.startsWith('devices.') || k.startsWith('mounts.'))
