@@ -83,6 +83,20 @@ def test_scheduler_messages(
 
 
 @pytest.mark.parametrize(
+    ("message", "domains"),
+    [
+        ("0/8 nodes are available: request gpu: device class gpu.nvidia.co does not exist. no "
+         "new claims to deallocate, preemption: 0/8 nodes are available: 8 Preemption is not "
+         "helpful for scheduling.", {"dra-unallocatable"}),
+        ("0/8 nodes are available: 1 node(s) were unschedulable, 5 cannot allocate all claims.",
+         {"node-unavailable", "dra-unallocatable"}),
+    ],
+)  # fmt: skip
+def test_dra_reasons_of_the_scheduler(message: str, domains: set[str]) -> None:
+    assert parse_message(message).domains() == domains
+
+
+@pytest.mark.parametrize(
     ("spec", "expected"),
     [
         # A limit alone is the request; requests win where given.
