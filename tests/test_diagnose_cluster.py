@@ -212,6 +212,22 @@ DRA_OBJECTS: list[Obj] = [
         "metadata": {"name": "a100-40gb", "namespace": "default"},
         "spec": {"spec": _claim_spec(DRIVER, FORTY_GB)},
     },
+    {
+        "apiVersion": DRA_V1,
+        "kind": "ResourceClaim",
+        "metadata": {"name": "both-gpus", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER, "count": 2}}]
+            }
+        },
+    },
+    {
+        "apiVersion": DRA_V1,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "default"},
+        "spec": {"spec": _claim_spec(DRIVER)},
+    },
 ]
 
 
@@ -226,6 +242,10 @@ PENDING += [
     dra_pod("dra-noclass", "resourceClaimName", "no-class"),
     dra_pod("dra-nomatch", "resourceClaimTemplateName", "a100-40gb"),
 ]
+# The scheduler allocates both devices to the claim of dra-holder and binds it; then
+# dra-waits asks for one more.
+DRA_HOLDER = dra_pod("dra-holder", "resourceClaimName", "both-gpus")
+DRA_WAITS = dra_pod("dra-waits", "resourceClaimTemplateName", "one-gpu")
 # Not tried by the default scheduler: no FailedScheduling event.
 QUIET = [
     pod("gated", GPU1, schedulingGates=[{"name": "kueue.x-k8s.io/admission"}]),
@@ -242,7 +262,9 @@ def _setup(api: Api) -> None:
         api.wait_for(f"sa/default in {namespace}", lambda p=path: _exists(api, p))
     for obj in DRA_OBJECTS:
         api.create(obj)
-    for obj in BOUND + PENDING + QUIET:
+    api.create(DRA_HOLDER)
+    api.wait_for("the claim both-gpus allocated", lambda: _allocated(api, "both-gpus"))
+    for obj in BOUND + PENDING + QUIET + [DRA_WAITS]:
         api.create(obj)
     api.patch_status(BOUND[2], {"phase": "Succeeded"})
     running = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
@@ -254,7 +276,7 @@ def _setup(api: Api) -> None:
     api.patch_status(BOUND[4], running)
     ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     api.patch_status(BOUND[5], ready)
-    wanted = {p["metadata"]["name"] for p in PENDING}
+    wanted = {p["metadata"]["name"] for p in [*PENDING, DRA_WAITS]}
     api.wait_for("a FailedScheduling event for every Pending Pod", lambda: wanted <= _failed(api))
 
 
@@ -264,6 +286,11 @@ def _exists(api: Api, path: str) -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _allocated(api: Api, claim: str) -> bool:
+    path = f"/apis/{DRA_V1}/namespaces/default/resourceclaims/{claim}"
+    return bool(api.call("GET", path).get("status", {}).get("allocation"))
 
 
 def _failed(api: Api) -> set[str]:
@@ -531,6 +558,27 @@ EXPECTED: dict[str, tuple[str, str, str, list[tuple[str, str, str]], int]] = {
         ],
         7,
     ),
+    "dra-waits": (
+        "dra-unallocatable",
+        'claim "gpu" (ResourceClaimTemplate default/one-gpu) request "gpu" asks for 1 device of '
+        "class gpu.nvidia.com; 2 devices match, 2 of them allocated (to ResourceClaims "
+        "default/both-gpus), and no node has 1 free",
+        "wait for the claims holding the devices to be released (default/both-gpus: their Pods "
+        "must end and the claims be deallocated), or add devices",
+        [
+            (
+                "device gpu.nvidia.com/a100-full/gpu-0",
+                "allocated to",
+                "ResourceClaim default/both-gpus",
+            ),
+            (
+                "device gpu.nvidia.com/a100-full/gpu-1",
+                "allocated to",
+                "ResourceClaim default/both-gpus",
+            ),
+        ],
+        7,
+    ),
 }
 # What the real scheduler says about each (its reasons for the nodes in the Pod's scope).
 SCHEDULER_SAYS = {
@@ -547,6 +595,7 @@ SCHEDULER_SAYS = {
     "dra-noclass": "0/8 nodes are available: request gpu: device class gpu.nvidia.co does not "
     "exist.",
     "dra-nomatch": "5 cannot allocate all claims",
+    "dra-waits": "5 cannot allocate all claims",
 }
 
 
@@ -613,13 +662,13 @@ def test_text_groups_by_domain_most_pods_first(cluster: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     heads = [line for line in proc.stdout.splitlines() if line and not line.startswith(" ")]
     assert heads[0] == (
-        "13 Pending GPU Pods diagnosed, 12 stuck (14 Pending Pods in all; 20 Pods and 8 nodes "
+        "14 Pending GPU Pods diagnosed, 13 stuck (15 Pending Pods in all; 22 Pods and 8 nodes "
         f"read; as of {heads[0].split('as of ')[1]}"
     )
     assert heads[1:] == [
+        "dra-unallocatable: 3 Pods",
         "name-not-advertised: 2 Pods",
         "capacity-exhausted: 2 Pods",
-        "dra-unallocatable: 2 Pods",
         "gated: 1 Pod",
         "plugin-not-registered: 1 Pod",
         "mig-reconfiguring: 1 Pod",
@@ -655,8 +704,8 @@ def test_markdown_for_a_ticket(cluster: Path) -> None:
          "bound to node a100-full (phase Pending)", ""),
         (["default/nothere"], 2, "error: Pod default/nothere not found", ""),
         (["a/b/c"], 2, "", "Invalid value for PODS: 'a/b/c': give namespace/name or a name"),
-        (["-n", "gpu-operator"], 0, "0 Pending GPU Pods diagnosed, 0 stuck (14 Pending Pods in "
-         "all; 20 Pods and 8 nodes read; as of 2026-", ""),
+        (["-n", "gpu-operator"], 0, "0 Pending GPU Pods diagnosed, 0 stuck (15 Pending Pods in "
+         "all; 22 Pods and 8 nodes read; as of 2026-", ""),
     ],
 )  # fmt: skip
 def test_named_pods(cluster: Path, args: list[str], code: int, out: str, err: str) -> None:
