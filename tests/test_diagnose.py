@@ -371,6 +371,24 @@ def test_why_claims_cannot_be_allocated(
     )  # fmt: skip
 
 
+def test_free_devices_on_a_node_the_pod_cannot_use_do_not_help() -> None:
+    pinned = dra_pod("dra")
+    pinned["spec"]["nodeSelector"] = {"pool": "b"}
+    found = diagnosed(
+        *SUPPLY,
+        node("gpu-b", {"pool": "b"}),
+        template("one-gpu", claim_spec("gpu.nvidia.com")),
+        pinned,
+    )
+    assert (found["dra"].domain, found["dra"].verdict, found["dra"].next_action) == (
+        "dra-unallocatable",
+        'claim "gpu" (ResourceClaimTemplate ml/one-gpu) request "gpu" asks for 1 device of class '
+        "gpu.nvidia.com; the nodes with enough free ones (gpu-a) cannot take the Pod (its "
+        "placement, cordoned or not Ready, or no room for its other requests)",
+        "let the Pod onto gpu-a (its nodeSelector, affinity and tolerations), or free room there",
+    )
+
+
 def test_claim_facts_name_the_request_and_the_holders() -> None:
     found = diagnosed(
         *SUPPLY,

@@ -102,7 +102,7 @@ def judge(case: Case, now: datetime | None) -> tuple[Finding, int]:
             )
         return finding, candidates
     if pod.access.claims:
-        claims = dra.judge(case)
+        claims = dra.judge(case, usable=fit.fits)
         if claims is not None:
             return claims, candidates
     return fits(case, fit.fits, now), candidates

@@ -33,8 +33,11 @@ SOURCES = {
 }
 
 
-def judge(case: Case) -> Finding | None:
-    """The DRA verdict for the Pod's claims; None when every claim can be allocated."""
+def judge(case: Case, *, usable: int) -> Finding | None:
+    """The DRA verdict for the Pod's claims; None when every claim can be allocated.
+
+    `usable`: the nodes that have room for the Pod's other requests now (node ids as
+    bits): a free device elsewhere does not help it."""
     facts = case.cluster.dra
     if "DeviceClass" not in facts.read and "ResourceSlice" not in facts.read:
         return not_evaluated(case)
@@ -54,7 +57,7 @@ def judge(case: Case) -> Finding | None:
         for request in spec.requests:
             found = None
             for alt in request.alternatives:
-                found = _alternative(case, inventory, claim, spec, alt)
+                found = _alternative(case, inventory, claim, spec, alt, usable)
                 if found is None:
                     break  # this way can be allocated
             if found is not None:
@@ -76,7 +79,12 @@ def _claim_facts(case: Case, claim: PodClaim, spec: ClaimSpec, alt: ExactRequest
 
 
 def _alternative(
-    case: Case, inventory: Inventory, claim: PodClaim, spec: ClaimSpec, alt: ExactRequest
+    case: Case,
+    inventory: Inventory,
+    claim: PodClaim,
+    spec: ClaimSpec,
+    alt: ExactRequest,
+    usable: int,
 ) -> Finding | None:
     what = f'claim "{claim.name}" ({_about(spec)}) request "{alt.name}"'
     facts = _claim_facts(case, claim, spec, alt)
@@ -100,7 +108,7 @@ def _alternative(
         )
     if not m.devices:
         return _matches_nothing(inventory, what, facts, spec, alt, m)
-    return _allocated(case, what, facts, spec, alt, m)
+    return _allocated(case, what, facts, spec, alt, m, usable)
 
 
 def _class_missing(
@@ -157,7 +165,13 @@ def _key(device: Device) -> DeviceKey:
 
 
 def _allocated(
-    case: Case, what: str, facts: list[Fact], spec: ClaimSpec, alt: ExactRequest, m: Match
+    case: Case,
+    what: str,
+    facts: list[Fact],
+    spec: ClaimSpec,
+    alt: ExactRequest,
+    m: Match,
+    usable: int,
 ) -> Finding | None:
     held = case.cluster.dra.held
     mine = {case.pod.ref}
@@ -171,6 +185,9 @@ def _allocated(
     for d in m.devices:
         if _key(d) not in taken_keys:
             free[d.node] = free.get(d.node, 0) + 1
+    nodes = {n.name for n in case.cluster.named(usable)}
+    # A slice without a node name (allNodes, a nodeSelector) serves any node.
+    here = {n: k for n, k in free.items() if not n or n in nodes}
     need = alt.count if alt.mode == "ExactCount" else 1
     node, most = m.most_on_one_node
     if need > most:
@@ -183,8 +200,11 @@ def _allocated(
             f"ask for at most {most} devices in {_about(spec)}, or add nodes with more",
             tuple(facts),
         )
-    if max(free.values(), default=0) >= need:
+    if max(here.values(), default=0) >= need:
         return None
+    elsewhere = sorted(n for n, k in free.items() if k >= need and n not in here)
+    if elsewhere:
+        return _elsewhere(what, facts, alt, need, elsewhere)
     claims = sorted({h.claim for _, h in taken})
     for d, h in taken[:SHOWN_HOLDERS]:
         owner = f" (Pod {h.pod})" if h.pod else ""
@@ -199,6 +219,21 @@ def _allocated(
         f"ResourceClaims {listing(claims)}), and no node has {need} free",
         f"wait for the claims holding the devices to be released ({listing(claims)}: their "
         f"Pods must end and the claims be deallocated), or add devices",
+        tuple(facts),
+    )
+
+
+def _elsewhere(
+    what: str, facts: list[Fact], alt: ExactRequest, need: int, elsewhere: list[str]
+) -> Finding:
+    facts.append(Fact("cluster", "nodes with enough free matching devices", listing(elsewhere)))
+    return Finding(
+        "dra-unallocatable",
+        f"{what} asks for {plural(need, 'device')} of class {alt.device_class}; the nodes "
+        f"with enough free ones ({listing(elsewhere)}) cannot take the Pod (its placement, "
+        f"cordoned or not Ready, or no room for its other requests)",
+        f"let the Pod onto {listing(elsewhere)} (its nodeSelector, affinity and tolerations), "
+        f"or free room there",
         tuple(facts),
     )
 
