@@ -39,12 +39,13 @@ from webhook.core.diagnosis.facts import (
     scheduler_event,
 )
 from webhook.core.diagnosis.requests import pod_requests
+from webhook.core.dra import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.policy import PolicySet
 from webhook.core.workloads import as_dict
 from webhook.errors import InventoryError
 
 # Kinds of the DRA API: the dra-unallocatable domain reads them (webhook.core.diagnosis.dra).
-DRA_KINDS = frozenset({"ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate"})
+DRA_KINDS = SUPPLY_KINDS | CLAIM_KINDS
 
 
 def diagnosis_rules(policy_set: PolicySet | None) -> AccessRules:
