@@ -19,7 +19,7 @@ webhook.core.dramatch, the same as the gpu-dra-claims check's.
 from __future__ import annotations
 
 from webhook.core.diagnosis.case import SHOWN_HOLDERS, Case
-from webhook.core.diagnosis.drafacts import DeviceKey
+from webhook.core.diagnosis.drafacts import DeviceKey, Holding
 from webhook.core.diagnosis.evidence import Fact, Finding
 from webhook.core.dra import ClaimSpec, Device, ExactRequest
 from webhook.core.dramatch import Match, match, selector_hints
@@ -173,21 +173,10 @@ def _allocated(
     m: Match,
     usable: int,
 ) -> Finding | None:
-    held = case.cluster.dra.held
-    mine = {case.pod.ref}
-    taken = [
-        (d, h)
-        for d in m.devices
-        if not d.shared and (h := held.get(_key(d))) is not None and h.pod not in mine
-    ]
-    free: dict[str, int] = {}
-    taken_keys = {_key(d) for d, _ in taken}
-    for d in m.devices:
-        if _key(d) not in taken_keys:
-            free[d.node] = free.get(d.node, 0) + 1
-    nodes = {n.name for n in case.cluster.named(usable)}
+    taken, free = _taken_free(case, alt, m)
+    ids = _node_ids(case)
     # A slice without a node name (allNodes, a nodeSelector) serves any node.
-    here = {n: k for n, k in free.items() if not n or n in nodes}
+    here = {n: k for n, k in free.items() if not n or (n in ids and usable >> ids[n] & 1)}
     need = alt.count if alt.mode == "ExactCount" else 1
     node, most = m.most_on_one_node
     if need > most:
@@ -221,6 +210,43 @@ def _allocated(
         f"Pods must end and the claims be deallocated), or add devices",
         tuple(facts),
     )
+
+
+Taken = list[tuple[Device, Holding]]
+
+
+def _taken_free(case: Case, alt: ExactRequest, m: Match) -> tuple[Taken, dict[str, int]]:
+    """(the matching devices other claims hold, free matching devices per node), once per
+    (class, selectors) for every Pending Pod but those whose own claims hold devices."""
+    cluster, pod = case.cluster, case.pod.ref
+    owners: frozenset[str] | None = cluster.memo("dra-owners")
+    if owners is None:
+        owners = cluster.remember("dra-owners", frozenset(h.pod for h in cluster.dra.held.values()))
+    key = ("dra-free", alt.device_class, alt.selectors, pod if pod in owners else "")
+    found: tuple[Taken, dict[str, int]] | None = cluster.memo(key)
+    if found is None:
+        held = cluster.dra.held
+        taken = [
+            (d, h)
+            for d in m.devices
+            if not d.shared and (h := held.get(_key(d))) is not None and h.pod != pod
+        ]
+        taken_keys = {_key(d) for d, _ in taken}
+        free: dict[str, int] = {}
+        for d in m.devices:
+            if _key(d) not in taken_keys:
+                free[d.node] = free.get(d.node, 0) + 1
+        found = cluster.remember(key, (taken, free))
+    return found
+
+
+def _node_ids(case: Case) -> dict[str, int]:
+    ids: dict[str, int] | None = case.cluster.memo("node-ids")
+    if ids is None:
+        ids = case.cluster.remember(
+            "node-ids", {n.name: i for i, n in enumerate(case.cluster.nodes)}
+        )
+    return ids
 
 
 def _elsewhere(
