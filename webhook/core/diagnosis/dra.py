@@ -18,6 +18,8 @@ webhook.core.dramatch, the same as the gpu-dra-claims check's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from webhook.core.diagnosis.case import SHOWN_HOLDERS, Case
 from webhook.core.diagnosis.drafacts import DeviceKey, Holding
 from webhook.core.diagnosis.evidence import Fact, Finding
@@ -173,12 +175,13 @@ def _allocated(
     m: Match,
     usable: int,
 ) -> Finding | None:
-    taken, free = _taken_free(case, alt, m)
+    use = _use(case, alt, m)
+    taken, free, claims = use.taken, use.free, use.claims
     ids = _node_ids(case)
     # A slice without a node name (allNodes, a nodeSelector) serves any node.
     here = {n: k for n, k in free.items() if not n or (n in ids and usable >> ids[n] & 1)}
     need = alt.count if alt.mode == "ExactCount" else 1
-    node, most = m.most_on_one_node
+    node, most = use.most
     if need > most:
         facts.append(Fact("cluster", f"most matching devices on one node ({node})", str(most)))
         return Finding(
@@ -194,7 +197,6 @@ def _allocated(
     elsewhere = sorted(n for n, k in free.items() if k >= need and n not in here)
     if elsewhere:
         return _elsewhere(what, facts, alt, need, elsewhere)
-    claims = sorted({h.claim for _, h in taken})
     for d, h in taken[:SHOWN_HOLDERS]:
         owner = f" (Pod {h.pod})" if h.pod else ""
         facts.append(Fact(f"device {d.label}", "allocated to", f"ResourceClaim {h.claim}{owner}"))
@@ -212,18 +214,23 @@ def _allocated(
     )
 
 
-Taken = list[tuple[Device, Holding]]
+@dataclass(frozen=True, slots=True)
+class _Use:
+    taken: list[tuple[Device, Holding]]  # matching devices other claims hold
+    free: dict[str, int]  # free matching devices per node
+    claims: list[str]  # the claims holding them, sorted
+    most: tuple[str, int]  # the node with the most matching devices, and how many
 
 
-def _taken_free(case: Case, alt: ExactRequest, m: Match) -> tuple[Taken, dict[str, int]]:
-    """(the matching devices other claims hold, free matching devices per node), once per
-    (class, selectors) for every Pending Pod but those whose own claims hold devices."""
+def _use(case: Case, alt: ExactRequest, m: Match) -> _Use:
+    """Once per (class, selectors) for every Pending Pod but those whose own claims hold
+    devices: a thousand Pods waiting for one class cost what one does."""
     cluster, pod = case.cluster, case.pod.ref
     owners: frozenset[str] | None = cluster.memo("dra-owners")
     if owners is None:
         owners = cluster.remember("dra-owners", frozenset(h.pod for h in cluster.dra.held.values()))
     key = ("dra-free", alt.device_class, alt.selectors, pod if pod in owners else "")
-    found: tuple[Taken, dict[str, int]] | None = cluster.memo(key)
+    found: _Use | None = cluster.memo(key)
     if found is None:
         held = cluster.dra.held
         taken = [
@@ -236,7 +243,8 @@ def _taken_free(case: Case, alt: ExactRequest, m: Match) -> tuple[Taken, dict[st
         for d in m.devices:
             if _key(d) not in taken_keys:
                 free[d.node] = free.get(d.node, 0) + 1
-        found = cluster.remember(key, (taken, free))
+        claims = sorted({h.claim for _, h in taken})
+        found = cluster.remember(key, _Use(taken, free, claims, m.most_on_one_node))
     return found
 
 
