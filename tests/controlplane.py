@@ -101,8 +101,23 @@ class Api:
             time.sleep(0.2)
 
 
+# DRA kinds (resource.k8s.io/v1): plural, namespaced.
+_DRA = {
+    "DeviceClass": ("deviceclasses", False),
+    "ResourceSlice": ("resourceslices", False),
+    "ResourceClaim": ("resourceclaims", True),
+    "ResourceClaimTemplate": ("resourceclaimtemplates", True),
+}
+
+
 def collection(obj: Obj) -> str:
     kind = obj["kind"]
+    if kind in _DRA:
+        plural, namespaced = _DRA[kind]
+        base = "/apis/resource.k8s.io/v1"
+        if namespaced:
+            base += f"/namespaces/{obj['metadata'].get('namespace', 'default')}"
+        return f"{base}/{plural}"
     plural = {"Node": "nodes", "Pod": "pods", "Namespace": "namespaces"}.get(kind)
     if plural is None:
         plural = {"PriorityClass": "priorityclasses"}[kind]

@@ -1,6 +1,6 @@
 """The diagnosis without a cluster: scheduler messages, Pod requests, and the domains'
 variants a real cluster test does not reach (preemption, a switched-off plugin, MIG
-single strategy, stale events, claims), through the real Diagnoser."""
+single strategy, stale events, DRA claims), through the real Diagnoser."""
 
 from __future__ import annotations
 
@@ -80,6 +80,20 @@ def test_scheduler_messages(
 ) -> None:
     parsed = parse_message(message)
     assert (parsed.nodes, parsed.reasons, parsed.preemption) == (nodes, reasons, preemption)
+
+
+@pytest.mark.parametrize(
+    ("message", "domains"),
+    [
+        ("0/8 nodes are available: request gpu: device class gpu.nvidia.co does not exist. no "
+         "new claims to deallocate, preemption: 0/8 nodes are available: 8 Preemption is not "
+         "helpful for scheduling.", {"dra-unallocatable"}),
+        ("0/8 nodes are available: 1 node(s) were unschedulable, 5 cannot allocate all claims.",
+         {"node-unavailable", "dra-unallocatable"}),
+    ],
+)  # fmt: skip
+def test_dra_reasons_of_the_scheduler(message: str, domains: set[str]) -> None:
+    assert parse_message(message).domains() == domains
 
 
 @pytest.mark.parametrize(
@@ -241,14 +255,179 @@ def test_a_pod_asking_through_env_only_is_judged_on_cpu_and_placement() -> None:
     )
 
 
-def test_claims_are_a_marked_placeholder_until_dra_is_in_the_core() -> None:
+def dra_pod(name: str, source: str = "resourceClaimTemplateName", claim: str = "one-gpu") -> Obj:
     spec = {
         "containers": [{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}],
-        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+        "resourceClaims": [{"name": "gpu", source: claim}],
     }
-    found = diagnosed(node("gpu-a", GFD), {**pod("dra", {}), "spec": spec})
+    return {**pod(name, {}), "spec": spec}
+
+
+def device_class(name: str = "gpu.nvidia.com") -> Obj:
+    cel = f"device.driver == '{name}'"
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": cel}}]},
+    }
+
+
+def resource_slice(node_name: str, *products: str) -> Obj:
+    devices = [
+        {"name": f"gpu-{i}", "attributes": {"productName": {"string": product}}}
+        for i, product in enumerate(products)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-gpu.nvidia.com"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def claim_spec(device_class: str, selector: str = "", count: int = 1) -> Obj:
+    exactly: Obj = {"deviceClassName": device_class, "count": count}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+def template(name: str, spec: Obj) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"spec": spec},
+    }
+
+
+def claim(name: str, spec: Obj, *, holds: tuple[str, ...] = (), owner: str = "") -> Obj:
+    meta: Obj = {"name": name, "namespace": "ml"}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner, "uid": "u"}]
+    obj: Obj = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": spec,
+    }
+    if holds:
+        results = [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "gpu-a", "device": d}
+            for d in holds
+        ]
+        obj["status"] = {"allocation": {"devices": {"results": results}}}
+    return obj
+
+
+A100 = "NVIDIA A100-SXM4-80GB"
+PRODUCT = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-40GB'"
+SUPPLY = (node("gpu-a"), device_class(), resource_slice("gpu-a", A100, A100))
+
+
+@pytest.mark.parametrize(
+    ("objects", "verdict", "action"),
+    [
+        ((template("one-gpu", claim_spec("gpu.nvidia.co")),),
+         'claim "gpu" (ResourceClaimTemplate ml/one-gpu) request "gpu" names DeviceClass '
+         "gpu.nvidia.co, which does not exist (did you mean gpu.nvidia.com?)",
+         "fix the DeviceClass name to gpu.nvidia.com in ResourceClaimTemplate ml/one-gpu"),
+        ((template("one-gpu", claim_spec("gpu.nvidia.com", PRODUCT)),),
+         'claim "gpu" (ResourceClaimTemplate ml/one-gpu) request "gpu": no device of class '
+         "gpu.nvidia.com matches its selectors (2 devices of the class, 2 devices published)",
+         "fix the selector in ResourceClaimTemplate ml/one-gpu: productName is "
+         "NVIDIA A100-SXM4-80GB on the published devices, not 'NVIDIA A100-SXM4-40GB'"),
+        ((template("one-gpu", claim_spec("gpu.nvidia.com", count=3)),),
+         'claim "gpu" (ResourceClaimTemplate ml/one-gpu) request "gpu" asks for 3 devices of '
+         "class gpu.nvidia.com; the most that match on one node is 2 (gpu-a), and all devices "
+         "of a claim come from one node",
+         "ask for at most 2 devices in ResourceClaimTemplate ml/one-gpu, or add nodes with more"),
+        ((template("one-gpu", claim_spec("gpu.nvidia.com")),
+          claim("a", claim_spec("gpu.nvidia.com"), holds=("gpu-0",)),
+          claim("b-gpu-x7", claim_spec("gpu.nvidia.com"), holds=("gpu-1",), owner="b")),
+         'claim "gpu" (ResourceClaimTemplate ml/one-gpu) request "gpu" asks for 1 device of '
+         "class gpu.nvidia.com; 2 devices match, 2 of them allocated (to ResourceClaims ml/a, "
+         "ml/b-gpu-x7), and no node has 1 free",
+         "wait for the claims holding the devices to be released (ml/a, ml/b-gpu-x7: their Pods "
+         "must end and the claims be deallocated), or add devices"),
+        ((template("two-gpus", claim_spec("gpu.nvidia.com")),),
+         'claim "gpu": ResourceClaimTemplate one-gpu does not exist in namespace ml, so no '
+         "claim can be allocated for it",
+         "fix resourceClaimTemplateName to two-gpus"),
+    ],
+)  # fmt: skip
+def test_why_claims_cannot_be_allocated(
+    objects: tuple[Obj, ...], verdict: str, action: str
+) -> None:
+    found = diagnosed(*SUPPLY, *objects, dra_pod("dra"))
+    assert (found["dra"].domain, found["dra"].verdict, found["dra"].next_action) == (
+        "dra-unallocatable", verdict, action,
+    )  # fmt: skip
+
+
+def test_free_devices_on_a_node_the_pod_cannot_use_do_not_help() -> None:
+    pinned = dra_pod("dra")
+    pinned["spec"]["nodeSelector"] = {"pool": "b"}
+    found = diagnosed(
+        *SUPPLY,
+        node("gpu-b", {"pool": "b"}),
+        template("one-gpu", claim_spec("gpu.nvidia.com")),
+        pinned,
+    )
+    assert (found["dra"].domain, found["dra"].verdict, found["dra"].next_action) == (
+        "dra-unallocatable",
+        'claim "gpu" (ResourceClaimTemplate ml/one-gpu) request "gpu" asks for 1 device of class '
+        "gpu.nvidia.com; the nodes with enough free ones (gpu-a) cannot take the Pod (its "
+        "placement, cordoned or not Ready, or no room for its other requests)",
+        "let the Pod onto gpu-a (its nodeSelector, affinity and tolerations), or free room there",
+    )
+
+
+def test_claim_facts_name_the_request_and_the_holders() -> None:
+    found = diagnosed(
+        *SUPPLY,
+        template("one-gpu", claim_spec("gpu.nvidia.com")),
+        claim("a", claim_spec("gpu.nvidia.com"), holds=("gpu-0", "gpu-1")),
+        dra_pod("dra"),
+    )
+    assert [str(f) for f in found["dra"].facts] == [
+        "Pod ml/dra: resourceClaims gpu = resourceClaimTemplateName one-gpu",
+        "ResourceClaimTemplate ml/one-gpu: request gpu = deviceClassName gpu.nvidia.com",
+        "ResourceClaimTemplate ml/one-gpu: request gpu selectors = (none)",
+        "device gpu.nvidia.com/gpu-a/gpu-0: allocated to = ResourceClaim ml/a",
+        "device gpu.nvidia.com/gpu-a/gpu-1: allocated to = ResourceClaim ml/a",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("objects", "pod_obj"),
+    [
+        # A free device matches: the claim can be allocated, the Pod fits now.
+        ((template("one-gpu", claim_spec("gpu.nvidia.com")),
+          claim("a", claim_spec("gpu.nvidia.com"), holds=("gpu-0",))), dra_pod("dra")),
+        # The devices are held by the Pod's own claim (from its template).
+        ((template("one-gpu", claim_spec("gpu.nvidia.com", count=2)),
+          claim("dra-gpu-x7", claim_spec("gpu.nvidia.com", count=2), holds=("gpu-0", "gpu-1"),
+                owner="dra")), dra_pod("dra")),
+        # A ResourceClaim the Pod names is allocated already.
+        ((claim("shared", claim_spec("gpu.nvidia.com", count=2), holds=("gpu-0", "gpu-1")),),
+         dra_pod("dra", "resourceClaimName", "shared")),
+    ],
+)  # fmt: skip
+def test_claims_that_can_be_allocated_fit(objects: tuple[Obj, ...], pod_obj: Obj) -> None:
+    assert diagnosed(*SUPPLY, *objects, pod_obj)["dra"].domain == "not-stuck"
+
+
+def test_claims_without_dra_objects_are_not_evaluated() -> None:
+    found = diagnosed(node("gpu-a", GFD), dra_pod("dra"))
     assert found["dra"].domain == "dra-unallocatable"
-    assert "diagnose does not evaluate claims yet" in found["dra"].verdict
+    assert "no DeviceClass or ResourceSlice was read" in found["dra"].verdict
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ One cluster (../shared/tools/kubecluster) holds a Pod for every failure domain; 
 real scheduler leaves each Pending with its real FailedScheduling event, then the real
 CLI diagnoses the cluster live (its kubeconfig) and from a `kubectl get
 nodes,pods,events -A -o json` dump of it, and both name the domain, the facts and the
-next action.
+next action. The DRA Pods' DeviceClass and ResourceSlice are created through the API as
+a driver would publish them, and the dump holds the DRA objects too.
 """
 
 from __future__ import annotations
@@ -163,6 +164,88 @@ PENDING = [
     # Two faults: the scheduler names the first filter each node fails (the selector).
     pod("typo-pinned", {"nvidia.com/mig-1g.10g": "1"}, nodeSelector={"pool": "nowhere"}),
 ]
+# DRA: a driver's DeviceClass and the slice it publishes for node a100-full; a claim
+# naming a class that does not exist, and a template whose selector matches no device.
+DRIVER = "gpu.nvidia.com"
+A100_DRA = "NVIDIA A100-SXM4-80GB"
+FORTY_GB = f"device.attributes['{DRIVER}'].productName == 'NVIDIA A100-SXM4-40GB'"
+DRA_V1 = "resource.k8s.io/v1"
+
+
+def _claim_spec(device_class: str, selector: str = "") -> Obj:
+    exactly: Obj = {"deviceClassName": device_class}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+
+
+DRA_OBJECTS: list[Obj] = [
+    {
+        "apiVersion": DRA_V1,
+        "kind": "DeviceClass",
+        "metadata": {"name": DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
+    },
+    {
+        "apiVersion": DRA_V1,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"a100-full-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": "a100-full",
+            "pool": {"name": "a100-full", "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": f"gpu-{i}", "attributes": {"productName": {"string": A100_DRA}}}
+                for i in range(2)
+            ],
+        },
+    },
+    {
+        "apiVersion": DRA_V1,
+        "kind": "ResourceClaim",
+        "metadata": {"name": "no-class", "namespace": "default"},
+        "spec": _claim_spec("gpu.nvidia.co"),
+    },
+    {
+        "apiVersion": DRA_V1,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "a100-40gb", "namespace": "default"},
+        "spec": {"spec": _claim_spec(DRIVER, FORTY_GB)},
+    },
+    {
+        "apiVersion": DRA_V1,
+        "kind": "ResourceClaim",
+        "metadata": {"name": "both-gpus", "namespace": "default"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER, "count": 2}}]
+            }
+        },
+    },
+    {
+        "apiVersion": DRA_V1,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "default"},
+        "spec": {"spec": _claim_spec(DRIVER)},
+    },
+]
+
+
+def dra_pod(name: str, source: str, claim: str) -> Obj:
+    main = {"name": "main", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}
+    obj = pod(name, containers=[main])
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", source: claim}]
+    return obj
+
+
+PENDING += [
+    dra_pod("dra-noclass", "resourceClaimName", "no-class"),
+    dra_pod("dra-nomatch", "resourceClaimTemplateName", "a100-40gb"),
+]
+# The scheduler allocates both devices to the claim of dra-holder and binds it; then
+# dra-waits asks for one more.
+DRA_HOLDER = dra_pod("dra-holder", "resourceClaimName", "both-gpus")
+DRA_WAITS = dra_pod("dra-waits", "resourceClaimTemplateName", "one-gpu")
 # Not tried by the default scheduler: no FailedScheduling event.
 QUIET = [
     pod("gated", GPU1, schedulingGates=[{"name": "kueue.x-k8s.io/admission"}]),
@@ -177,7 +260,11 @@ def _setup(api: Api) -> None:
     for namespace in ("default", "gpu-operator"):  # the ServiceAccount admission needs it
         path = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
         api.wait_for(f"sa/default in {namespace}", lambda p=path: _exists(api, p))
-    for obj in BOUND + PENDING + QUIET:
+    for obj in DRA_OBJECTS:
+        api.create(obj)
+    api.create(DRA_HOLDER)
+    api.wait_for("the claim both-gpus allocated", lambda: _allocated(api, "both-gpus"))
+    for obj in BOUND + PENDING + QUIET + [DRA_WAITS]:
         api.create(obj)
     api.patch_status(BOUND[2], {"phase": "Succeeded"})
     running = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
@@ -189,7 +276,7 @@ def _setup(api: Api) -> None:
     api.patch_status(BOUND[4], running)
     ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     api.patch_status(BOUND[5], ready)
-    wanted = {p["metadata"]["name"] for p in PENDING}
+    wanted = {p["metadata"]["name"] for p in [*PENDING, DRA_WAITS]}
     api.wait_for("a FailedScheduling event for every Pending Pod", lambda: wanted <= _failed(api))
 
 
@@ -199,6 +286,11 @@ def _exists(api: Api, path: str) -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def _allocated(api: Api, claim: str) -> bool:
+    path = f"/apis/{DRA_V1}/namespaces/default/resourceclaims/{claim}"
+    return bool(api.call("GET", path).get("status", {}).get("allocation"))
 
 
 def _failed(api: Api) -> set[str]:
@@ -213,7 +305,10 @@ def _build(shared: Path) -> None:
     try:
         _setup(Api(kubeconfig))
         dump = shared / "dump.json"
-        dump.write_text(kubectl(kubeconfig, "get", "nodes,pods,events", "-A", "-o", "json"))
+        kinds = (
+            "nodes,pods,events,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates"
+        )
+        dump.write_text(kubectl(kubeconfig, "get", kinds, "-A", "-o", "json"))
         for name, args in (
             ("live", ("--kubeconfig", str(kubeconfig))),
             ("dump", ("--from", str(dump))),
@@ -432,6 +527,58 @@ EXPECTED: dict[str, tuple[str, str, str, list[tuple[str, str, str]], int]] = {
         ],
         1,
     ),
+    "dra-noclass": (
+        "dra-unallocatable",
+        'claim "gpu" (ResourceClaim default/no-class) request "gpu" names DeviceClass '
+        "gpu.nvidia.co, which does not exist (did you mean gpu.nvidia.com?)",
+        "fix the DeviceClass name to gpu.nvidia.com in ResourceClaim default/no-class",
+        [
+            ("Pod default/dra-noclass", "resourceClaims gpu", "resourceClaimName no-class"),
+            ("ResourceClaim default/no-class", "request gpu", "deviceClassName gpu.nvidia.co"),
+            ("cluster", "DeviceClasses", "gpu.nvidia.com"),
+        ],
+        7,
+    ),
+    "dra-nomatch": (
+        "dra-unallocatable",
+        'claim "gpu" (ResourceClaimTemplate default/a100-40gb) request "gpu": no device of '
+        "class gpu.nvidia.com matches its selectors (2 devices of the class, 2 devices "
+        "published)",
+        "fix the selector in ResourceClaimTemplate default/a100-40gb: productName is NVIDIA "
+        "A100-SXM4-80GB on the published devices, not 'NVIDIA A100-SXM4-40GB'",
+        [
+            ("ResourceClaimTemplate default/a100-40gb", "request gpu selectors", FORTY_GB),
+            ("cluster", "devices of class gpu.nvidia.com", "2"),
+            (
+                "cluster",
+                "published devices",
+                "productName is NVIDIA A100-SXM4-80GB on the published devices, not "
+                "'NVIDIA A100-SXM4-40GB'",
+            ),
+        ],
+        7,
+    ),
+    "dra-waits": (
+        "dra-unallocatable",
+        'claim "gpu" (ResourceClaimTemplate default/one-gpu) request "gpu" asks for 1 device of '
+        "class gpu.nvidia.com; 2 devices match, 2 of them allocated (to ResourceClaims "
+        "default/both-gpus), and no node has 1 free",
+        "wait for the claims holding the devices to be released (default/both-gpus: their Pods "
+        "must end and the claims be deallocated), or add devices",
+        [
+            (
+                "device gpu.nvidia.com/a100-full/gpu-0",
+                "allocated to",
+                "ResourceClaim default/both-gpus",
+            ),
+            (
+                "device gpu.nvidia.com/a100-full/gpu-1",
+                "allocated to",
+                "ResourceClaim default/both-gpus",
+            ),
+        ],
+        7,
+    ),
 }
 # What the real scheduler says about each (its reasons for the nodes in the Pod's scope).
 SCHEDULER_SAYS = {
@@ -444,6 +591,11 @@ SCHEDULER_SAYS = {
     "placement": "5 node(s) didn't match Pod's node affinity/selector",
     "maint": "1 node(s) were unschedulable",
     "toobig": "5 Insufficient nvidia.com/gpu",
+    # DynamicResources' PreFilter: one reason for all nodes; its Filter: per node.
+    "dra-noclass": "0/8 nodes are available: request gpu: device class gpu.nvidia.co does not "
+    "exist.",
+    "dra-nomatch": "5 cannot allocate all claims",
+    "dra-waits": "5 cannot allocate all claims",
 }
 
 
@@ -510,10 +662,11 @@ def test_text_groups_by_domain_most_pods_first(cluster: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     heads = [line for line in proc.stdout.splitlines() if line and not line.startswith(" ")]
     assert heads[0] == (
-        "11 Pending GPU Pods diagnosed, 10 stuck (12 Pending Pods in all; 18 Pods and 8 nodes "
+        "14 Pending GPU Pods diagnosed, 13 stuck (15 Pending Pods in all; 22 Pods and 8 nodes "
         f"read; as of {heads[0].split('as of ')[1]}"
     )
     assert heads[1:] == [
+        "dra-unallocatable: 3 Pods",
         "name-not-advertised: 2 Pods",
         "capacity-exhausted: 2 Pods",
         "gated: 1 Pod",
@@ -551,8 +704,8 @@ def test_markdown_for_a_ticket(cluster: Path) -> None:
          "bound to node a100-full (phase Pending)", ""),
         (["default/nothere"], 2, "error: Pod default/nothere not found", ""),
         (["a/b/c"], 2, "", "Invalid value for PODS: 'a/b/c': give namespace/name or a name"),
-        (["-n", "gpu-operator"], 0, "0 Pending GPU Pods diagnosed, 0 stuck (12 Pending Pods in "
-         "all; 18 Pods and 8 nodes read; as of 2026-", ""),
+        (["-n", "gpu-operator"], 0, "0 Pending GPU Pods diagnosed, 0 stuck (15 Pending Pods in "
+         "all; 22 Pods and 8 nodes read; as of 2026-", ""),
     ],
 )  # fmt: skip
 def test_named_pods(cluster: Path, args: list[str], code: int, out: str, err: str) -> None:

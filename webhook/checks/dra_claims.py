@@ -10,14 +10,13 @@ its namespace from the inventory, or from the same `check` input).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any, Literal
 
 from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.dra import ClaimSpec, Device, ExactRequest, Version, parse_claim
-from webhook.core.dramatch import Match, match
+from webhook.core.dra import ClaimSpec, ExactRequest, parse_claim
+from webhook.core.dramatch import Match, match, selector_hints
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import format_mib, quantity_or_none
@@ -25,7 +24,6 @@ from webhook.core.text import closest, listing, plural, shown
 from webhook.core.workloads import CLAIM_OBJECT, NAMESPACE, PodView, as_dict
 
 _MIB = 1024 * 1024
-_EQUALS = re.compile(r"""\.(\w+)\s*==\s*['"]([^'"]*)['"]""")
 
 
 class Params(CheckParams):
@@ -221,21 +219,9 @@ def _exact(alt: ExactRequest, inventory: Inventory, what: str, path: Path) -> It
 def _no_device(
     alt: ExactRequest, inventory: Inventory, what: str, path: Path, m: Match
 ) -> Violation:
-    # Name the nearest real value of an attribute the selector compares for equality.
-    hints: list[str] = []
-    class_devices = match(inventory, inventory.dra.classes[alt.device_class], ()).devices
-    for expression in alt.selectors:
-        for key, wanted in _EQUALS.findall(expression):
-            raw = [v for d in class_devices for v in _values(d, key)]
-            values = sorted({getattr(v, "text", str(v)) for v in raw})
-            if wanted in values and any(isinstance(v, Version) for v in raw):
-                hints.append(
-                    f"{key} is a semantic version, never equal to a string: compare "
-                    f"with semver({wanted!r}), e.g. .compareTo(semver({wanted!r})) == 0"
-                )
-            elif values and wanted not in values:
-                near = closest(wanted, values) or values[:3]
-                hints.append(f"{key} is {listing(near)} on the published devices, not {wanted!r}")
+    device_class = inventory.dra.classes[alt.device_class]
+    class_devices = match(inventory, device_class, ()).devices
+    hints = selector_hints(inventory, device_class, alt.selectors)
     selectors = " && ".join(alt.selectors) or "(none)"
     return Violation(
         "selector-matches-nothing",
@@ -245,12 +231,6 @@ def _no_device(
         f"{plural(m.total, 'device')} published), so the claim is never allocated"
         + (f": {'; '.join(hints)}." if hints else "."),
     )
-
-
-def _values(device: Device, key: str) -> Iterator[object]:
-    for values in device.attributes.values():
-        if key in values:
-            yield values[key]
 
 
 def _memory(

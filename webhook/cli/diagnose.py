@@ -30,8 +30,9 @@ from webhook.sources.dumps import from_files as files_source
     multiple=True,
     type=click.Path(allow_dash=True),
     help="Diagnose dumps instead of the cluster: `kubectl get nodes,pods,events -A -o json` "
-    "(Lists of any size, in any mix and order; NDJSON and YAML too); a directory or - for "
-    "stdin. Repeatable.",
+    "(and deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates for DRA "
+    "claims; Lists of any size, in any mix and order; NDJSON and YAML too); a directory or "
+    "- for stdin. Repeatable.",
 )
 @live_cluster_options(scope="Pods of this namespace")
 @click.option("--output", "-o", type=click.Choice(["text", "markdown", "json"]), default="text")
@@ -118,7 +119,12 @@ def _objects(
     except KubeConfigError as exc:
         raise InputError(f"{exc} (or diagnose a dump: --from FILE)") from None
     return diagnosis_objects(
-        client, page_size=page_size, errors=diagnoser.errors, stage=progress.stage
+        client,
+        page_size=page_size,
+        errors=diagnoser.errors,
+        notes=diagnoser.notes,
+        listed=diagnoser.dra.listed,
+        stage=progress.stage,
     )
 
 

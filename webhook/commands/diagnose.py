@@ -20,6 +20,7 @@ from webhook.checks import device_injection, resource_names
 from webhook.core.access import AccessRules
 from webhook.core.diagnosis.classify import diagnose
 from webhook.core.diagnosis.cluster import ClusterFacts, NodeUse
+from webhook.core.diagnosis.drafacts import DraCollector
 from webhook.core.diagnosis.evidence import DOMAINS, Domain, Evidence
 from webhook.core.diagnosis.facts import (
     TERMINAL_PHASES,
@@ -38,12 +39,13 @@ from webhook.core.diagnosis.facts import (
     scheduler_event,
 )
 from webhook.core.diagnosis.requests import pod_requests
+from webhook.core.dra import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.policy import PolicySet
 from webhook.core.workloads import as_dict
 from webhook.errors import InventoryError
 
-# Kinds of the DRA API: read by the dra-unallocatable domain once claims are in the core.
-DRA_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "ResourceClaimTemplate")
+# Kinds of the DRA API: the dra-unallocatable domain reads them (webhook.core.diagnosis.dra).
+DRA_KINDS = SUPPLY_KINDS | CLAIM_KINDS
 
 
 def diagnosis_rules(policy_set: PolicySet | None) -> AccessRules:
@@ -117,6 +119,7 @@ class Diagnoser:
     _pending_count: int = 0
     _latest: str = ""  # the newest creationTimestamp read (RFC 3339 sorts as text)
     _skipped: Counter[str] = field(default_factory=Counter)
+    dra: DraCollector = field(default_factory=DraCollector)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         kind = obj.get("kind") if isinstance(obj, Mapping) else None
@@ -126,6 +129,8 @@ class Diagnoser:
             self._node(obj, location)
         elif kind == "Event":
             self._event(obj)
+        elif kind in DRA_KINDS:
+            self.dra.add(obj)
         else:
             self._skipped[str(kind)] += 1
 
@@ -210,12 +215,9 @@ class Diagnoser:
 
     def report(self, *, now: datetime | None) -> DiagnoseReport:
         notes = list(self.notes)
-        for kind in DRA_KINDS:
-            if self._skipped.get(kind):
-                notes.append(
-                    f"read {self._skipped[kind]} {kind} objects: DRA claims are not evaluated yet"
-                )
-        cluster = ClusterFacts(list(self._nodes.values()), self._use, self._daemons)
+        cluster = ClusterFacts(
+            list(self._nodes.values()), self._use, self._daemons, dra=self.dra.facts()
+        )
         records = [
             diagnose(p, cluster=cluster, gpus=self.rules.gpus, event=self._event_of(p), now=now)
             for p in self._pending.values()

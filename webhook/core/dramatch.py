@@ -8,12 +8,16 @@ dictionary lookup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from webhook.core.dra import Device, DeviceClass
+from webhook.core.dra import Device, DeviceClass, Version
 from webhook.core.dracel import CACHE, SelectorError
 from webhook.core.inventory import Inventory
+from webhook.core.text import closest, listing
+
+_EQUALS = re.compile(r"""\.(\w+)\s*==\s*['"]([^'"]*)['"]""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,3 +106,31 @@ def extended_match(inventory: Inventory, resource: str) -> Match | None:
     devices = tuple({d.label: d for m in matches for d in m.devices}.values())
     errors = tuple(e for m in matches for e in m.errors)
     return Match(devices, errors, broken, matches[0].total)
+
+
+def selector_hints(
+    inventory: Inventory, device_class: DeviceClass, selectors: tuple[str, ...]
+) -> list[str]:
+    """For selectors that match nothing: the nearest real value of each attribute they
+    compare for equality with a string, or that the attribute is a version."""
+    hints: list[str] = []
+    class_devices = match(inventory, device_class, ()).devices
+    for expression in selectors:
+        for key, wanted in _EQUALS.findall(expression):
+            raw = [v for d in class_devices for v in _values(d, key)]
+            values = sorted({getattr(v, "text", str(v)) for v in raw})
+            if wanted in values and any(isinstance(v, Version) for v in raw):
+                hints.append(
+                    f"{key} is a semantic version, never equal to a string: compare "
+                    f"with semver({wanted!r}), e.g. .compareTo(semver({wanted!r})) == 0"
+                )
+            elif values and wanted not in values:
+                near = closest(wanted, values) or values[:3]
+                hints.append(f"{key} is {listing(near)} on the published devices, not {wanted!r}")
+    return hints
+
+
+def _values(device: Device, key: str) -> Iterator[object]:
+    for values in device.attributes.values():
+        if key in values:
+            yield values[key]

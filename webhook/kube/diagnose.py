@@ -1,17 +1,19 @@
 """A live cluster as a diagnosis's source: Nodes, Pods and FailedScheduling Events,
-page by page.
+and the DRA objects (resource.k8s.io/v1) where the API serves them, page by page.
 
 Every Pod is listed, not only the Pending ones: the bound ones hold the capacity a
 Pending Pod waits for. Terminal Pods hold nothing and are left on the server
 (`status.phase!=Succeeded,status.phase!=Failed`), and of the Events only the
 scheduler's FailedScheduling ones are listed (`reason=FailedScheduling`): both field
 selectors are served for these types by every apiserver (pkg/registry/core/pod and
-event strategy's field sets).
+event strategy's field sets). A cluster that does not serve resource.k8s.io/v1 (before
+Kubernetes 1.34, or with the API switched off) answers 404: a note, not an error, and
+the claims are then not evaluated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from kubernetes import client as k8s
 
@@ -24,6 +26,12 @@ _LISTS: tuple[tuple[ResourceRef, str], ...] = (
     (PODS, "status.phase!=Succeeded,status.phase!=Failed"),
     (EVENTS, "reason=FailedScheduling"),
 )
+DRA_LISTS: tuple[ResourceRef, ...] = (
+    ResourceRef("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False),
+    ResourceRef("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False),
+    ResourceRef("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim"),
+    ResourceRef("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
+)
 
 
 def diagnosis_objects(
@@ -31,11 +39,15 @@ def diagnosis_objects(
     *,
     page_size: int,
     errors: list[str],
+    notes: list[str],
+    listed: Callable[[str], None],
     stage: Stage = no_stage,
 ) -> Iterator[Sourced]:
-    """Nodes, non-terminal Pods and FailedScheduling Events of every namespace."""
-    for resource, selector in _LISTS:
+    """Nodes, non-terminal Pods and FailedScheduling Events of every namespace, then the
+    DRA objects; `listed(kind)` is told of each DRA kind the API served."""
+    for resource, selector in (*_LISTS, *((r, "") for r in DRA_LISTS)):
         stage(str(resource))
+        skipped = len(notes)
         try:
             for obj in list_objects(
                 client,
@@ -43,7 +55,11 @@ def diagnosis_objects(
                 namespace=None,
                 page_size=page_size,
                 field_selector=selector,
+                notes=notes,
             ):
                 yield Sourced(obj, "")
         except KubeError as exc:
             errors.append(f"listing {resource}: {exc}")
+            continue
+        if resource in DRA_LISTS and len(notes) == skipped:
+            listed(resource.kind)

@@ -13,11 +13,10 @@ from webhook.core.diagnosis.gpunodes import (
     PRODUCT,
     Broken,
     broken_nodes,
-    closest,
     mig_single_products,
 )
 from webhook.core.mig_catalog import catalog_resource_names, profile_for_resource
-from webhook.core.text import listing, plural
+from webhook.core.text import closest, listing, plural
 
 
 def absent(case: Case, resource: str) -> Finding:

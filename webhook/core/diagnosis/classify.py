@@ -3,8 +3,8 @@
 The domains are tried in the order in which fixing one can matter: a gate first (the
 scheduler has not looked at the Pod), then the GPU resource names (nothing else helps
 while no node offers the name), then what no node can ever hold, then placement, then
-nodes out of service, then room now, then DRA claims; a Pod that passes them all fits
-now. Pure: the caller gives the time (`now`) along with the facts.
+nodes out of service, then room now, then DRA claims (webhook.core.diagnosis.dra); a Pod that
+passes them all fits now. Pure: the caller gives the time (`now`) along with the facts.
 """
 
 from __future__ import annotations
@@ -102,7 +102,9 @@ def judge(case: Case, now: datetime | None) -> tuple[Finding, int]:
             )
         return finding, candidates
     if pod.access.claims:
-        return (dra.judge(case) or dra.not_evaluated(case)), candidates
+        claims = dra.judge(case, usable=fit.fits)
+        if claims is not None:
+            return claims, candidates
     return fits(case, fit.fits, now), candidates
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
+from webhook.core.diagnosis.drafacts import NO_DRA, DraFacts
 from webhook.core.diagnosis.facts import DaemonPod, Holder, NodeFacts
 from webhook.core.diagnosis.requests import Want
 from webhook.core.idsets import ids_of
@@ -53,16 +54,20 @@ class NodeUse:
 class ClusterFacts:
     """Nodes, their use and daemons; built once, read by every Pod's diagnosis."""
 
-    __slots__ = ("_memo", "cordoned", "daemons", "inventory", "nodes", "not_ready", "use")
+    __slots__ = ("_memo", "cordoned", "daemons", "dra", "inventory", "nodes", "not_ready", "use")
 
     def __init__(
         self,
         nodes: Sequence[NodeFacts],
         use: Mapping[str, NodeUse],
         daemons: Mapping[str, Sequence[DaemonPod]],
+        *,
+        dra: DraFacts = NO_DRA,
     ) -> None:
         self.nodes = tuple(nodes)
-        self.inventory = Inventory.from_parsed(f.node for f in self.nodes)
+        # The DRA supply rides on the inventory: webhook.core.dramatch memoises on it.
+        self.inventory = Inventory.from_parsed(f.node for f in self.nodes).with_dra(dra.supply)
+        self.dra = dra
         empty = NodeUse()
         self.use = tuple(use.get(f.name, empty) for f in self.nodes)
         self.daemons = daemons

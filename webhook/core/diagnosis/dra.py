@@ -1,27 +1,305 @@
-"""The `dra-unallocatable` domain: PLACEHOLDER until DRA claims are in the core.
+"""The `dra-unallocatable` domain: why a Pending Pod's DRA claims cannot be allocated.
 
-Another change brings ResourceClaims, DeviceClasses and ResourceSlices into the core
-(webhook.core, webhook.sources, webhook.kube). When it lands, `judge` below decides
-whether a claim's class does not exist, its selectors match no device, or every
-matching device is allocated, and returns that Finding. Until then a Pod whose only
-remaining obstacle is its claims is reported as `dra-unallocatable` with the claims
-named and an explicit "not evaluated" in its verdict, never as `not-stuck`.
+Asked once everything else fits (classify.py): for each of the Pod's `resourceClaims`,
+in order, the first of
+- its ResourceClaim or ResourceClaimTemplate does not exist in the Pod's namespace;
+- a request names a DeviceClass that does not exist (the scheduler: "device class X
+  does not exist"), with the nearest class name;
+- the class's and the request's CEL selectors match no published device (the
+  scheduler: "cannot allocate all claims"), with the nearest attribute value;
+- every matching device is allocated: a ResourceClaim's `status.allocation` holds it
+  (k8s.io/api resource/v1 AllocationResult.Devices.Results: driver, pool, device);
+  the claims holding them are named. All devices of one claim come from one node, so
+  the count is compared per node.
+A request with `firstAvailable` fails only when every alternative fails; the last
+one's reason is the verdict. The devices a (class, selectors) pair can get come from
+webhook.core.dramatch, the same as the gpu-dra-claims check's.
 """
 
 from __future__ import annotations
 
-from webhook.core.diagnosis.case import Case
+from dataclasses import dataclass
+
+from webhook.core.diagnosis.case import SHOWN_HOLDERS, Case
+from webhook.core.diagnosis.drafacts import DeviceKey, Holding
 from webhook.core.diagnosis.evidence import Fact, Finding
+from webhook.core.dra import ClaimSpec, Device, ExactRequest
+from webhook.core.dramatch import Match, match, selector_hints
+from webhook.core.grants import PodClaim
+from webhook.core.inventory import Inventory
+from webhook.core.text import closest, listing, plural, shown
+
+SOURCES = {
+    "resourceClaimName": "ResourceClaim",
+    "resourceClaimTemplateName": "ResourceClaimTemplate",
+}
 
 
-def judge(case: Case) -> Finding | None:
-    """The DRA verdict for the Pod's claims, or None when there is nothing to say.
+def judge(case: Case, *, usable: int) -> Finding | None:
+    """The DRA verdict for the Pod's claims; None when every claim can be allocated.
 
-    PLACEHOLDER: claims are not evaluated yet (see the module docstring)."""
+    `usable`: the nodes that have room for the Pod's other requests now (node ids as
+    bits): a free device elsewhere does not help it."""
+    facts = case.cluster.dra
+    if "DeviceClass" not in facts.read and "ResourceSlice" not in facts.read:
+        return not_evaluated(case)
+    inventory = case.cluster.inventory
+    namespace = case.pod.ref.split("/", 1)[0]
+    for claim in case.pod.access.claims:
+        kind = SOURCES.get(claim.source)
+        if kind is None:
+            continue
+        spec = facts.supply.claims.get((kind, namespace, claim.source_name))
+        if spec is None:
+            if kind in facts.read:
+                return _missing(case, claim, kind, namespace)
+            continue  # that kind was not read: nothing to say about it
+        if kind == "ResourceClaim" and f"{namespace}/{spec.name}" in facts.allocated:
+            continue  # allocated already: it holds its devices
+        for request in spec.requests:
+            found = None
+            for alt in request.alternatives:
+                found = _alternative(case, inventory, claim, spec, alt, usable)
+                if found is None:
+                    break  # this way can be allocated
+            if found is not None:
+                return found
     return None
 
 
+def _about(spec: ClaimSpec) -> str:
+    return f"{spec.kind} {spec.namespace}/{spec.name}"
+
+
+def _claim_facts(case: Case, claim: PodClaim, spec: ClaimSpec, alt: ExactRequest) -> list[Fact]:
+    selectors = " && ".join(alt.selectors) or "(none)"
+    return [
+        Fact(f"Pod {case.pod.ref}", f"resourceClaims {claim.name}", f"{claim.source} {spec.name}"),
+        Fact(_about(spec), f"request {alt.name}", f"deviceClassName {alt.device_class}"),
+        Fact(_about(spec), f"request {alt.name} selectors", shown(selectors, 200)),
+    ]
+
+
+def _alternative(
+    case: Case,
+    inventory: Inventory,
+    claim: PodClaim,
+    spec: ClaimSpec,
+    alt: ExactRequest,
+    usable: int,
+) -> Finding | None:
+    what = f'claim "{claim.name}" ({_about(spec)}) request "{alt.name}"'
+    facts = _claim_facts(case, claim, spec, alt)
+    supply = case.cluster.dra.supply
+    device_class = supply.classes.get(alt.device_class)
+    if device_class is None:
+        return _class_missing(what, facts, spec, alt, sorted(supply.classes))
+    m = match(inventory, device_class, alt.selectors)
+    if m.broken is not None:
+        return None  # cannot be evaluated here: the scheduler's message is the evidence
+    if m.errors:
+        expression, device, error = m.errors[0]
+        return Finding(
+            "dra-unallocatable",
+            f"{what}: the selector {shown(expression, 80)!r} fails with a CEL runtime error on "
+            f"{plural(len(m.errors), 'device')} ({device.label}: {shown(error, 80)}), and the "
+            f"scheduler stops at such an error, so the claim is never allocated",
+            f"guard the attribute lookup in {_about(spec)} with .?name.orValue(...) or an "
+            f"`in` test",
+            tuple(facts),
+        )
+    if not m.devices:
+        return _matches_nothing(inventory, what, facts, spec, alt, m)
+    return _allocated(case, what, facts, spec, alt, m, usable)
+
+
+def _class_missing(
+    what: str, facts: list[Fact], spec: ClaimSpec, alt: ExactRequest, names: list[str]
+) -> Finding:
+    near = closest(alt.device_class, names)
+    facts.append(Fact("cluster", "DeviceClasses", listing(names, 6) if names else "(none)"))
+    if near:
+        action = f"fix the DeviceClass name to {' or '.join(near)} in {_about(spec)}"
+    elif names:
+        action = f"name one of the DeviceClasses ({listing(names, 6)}) in {_about(spec)}"
+    else:
+        action = "install the DRA driver that creates the DeviceClass (no DeviceClass exists)"
+    return Finding(
+        "dra-unallocatable",
+        f"{what} names DeviceClass {alt.device_class}, which does not exist"
+        + (f" (did you mean {' or '.join(near)}?)" if near else ""),
+        action,
+        tuple(facts),
+    )
+
+
+def _matches_nothing(
+    inventory: Inventory,
+    what: str,
+    facts: list[Fact],
+    spec: ClaimSpec,
+    alt: ExactRequest,
+    m: Match,
+) -> Finding:
+    device_class = inventory.dra.classes[alt.device_class]
+    of_class = len(match(inventory, device_class, ()).devices)
+    hints = selector_hints(inventory, device_class, alt.selectors)
+    facts.append(Fact("cluster", f"devices of class {alt.device_class}", str(of_class)))
+    facts.append(Fact("cluster", "devices published", str(m.total)))
+    facts.extend(Fact("cluster", "published devices", h) for h in hints)
+    action = (
+        f"fix the selector in {_about(spec)}: {'; '.join(hints)}"
+        if hints
+        else f"fix the selectors in {_about(spec)}, or add devices that match (kubectl get "
+        f"resourceslices -o yaml shows their attributes)"
+    )
+    return Finding(
+        "dra-unallocatable",
+        f"{what}: no device of class {alt.device_class} matches its selectors "
+        f"({plural(of_class, 'device')} of the class, {plural(m.total, 'device')} published)",
+        action,
+        tuple(facts),
+    )
+
+
+def _key(device: Device) -> DeviceKey:
+    return device.driver, device.pool, device.name
+
+
+def _allocated(
+    case: Case,
+    what: str,
+    facts: list[Fact],
+    spec: ClaimSpec,
+    alt: ExactRequest,
+    m: Match,
+    usable: int,
+) -> Finding | None:
+    use = _use(case, alt, m)
+    taken, free, claims = use.taken, use.free, use.claims
+    ids = _node_ids(case)
+    # A slice without a node name (allNodes, a nodeSelector) serves any node.
+    here = {n: k for n, k in free.items() if not n or (n in ids and usable >> ids[n] & 1)}
+    need = alt.count if alt.mode == "ExactCount" else 1
+    node, most = use.most
+    if need > most:
+        facts.append(Fact("cluster", f"most matching devices on one node ({node})", str(most)))
+        return Finding(
+            "dra-unallocatable",
+            f"{what} asks for {plural(need, 'device')} of class {alt.device_class}; the most "
+            f"that match on one node is {most} ({node or 'no node-local slice'}), and all "
+            f"devices of a claim come from one node",
+            f"ask for at most {most} devices in {_about(spec)}, or add nodes with more",
+            tuple(facts),
+        )
+    if max(here.values(), default=0) >= need:
+        return None
+    elsewhere = sorted(n for n, k in free.items() if k >= need and n not in here)
+    if elsewhere:
+        return _elsewhere(what, facts, alt, need, elsewhere)
+    for d, h in taken[:SHOWN_HOLDERS]:
+        owner = f" (Pod {h.pod})" if h.pod else ""
+        facts.append(Fact(f"device {d.label}", "allocated to", f"ResourceClaim {h.claim}{owner}"))
+    if len(taken) > SHOWN_HOLDERS:
+        rest = str(len(taken) - SHOWN_HOLDERS)
+        facts.append(Fact("cluster", "allocated devices not listed here", rest))
+    return Finding(
+        "dra-unallocatable",
+        f"{what} asks for {plural(need, 'device')} of class {alt.device_class}; "
+        f"{plural(len(m.devices), 'device')} match, {len(taken)} of them allocated (to "
+        f"ResourceClaims {listing(claims)}), and no node has {need} free",
+        f"wait for the claims holding the devices to be released ({listing(claims)}: their "
+        f"Pods must end and the claims be deallocated), or add devices",
+        tuple(facts),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Use:
+    taken: list[tuple[Device, Holding]]  # matching devices other claims hold
+    free: dict[str, int]  # free matching devices per node
+    claims: list[str]  # the claims holding them, sorted
+    most: tuple[str, int]  # the node with the most matching devices, and how many
+
+
+def _use(case: Case, alt: ExactRequest, m: Match) -> _Use:
+    """Once per (class, selectors) for every Pending Pod but those whose own claims hold
+    devices: a thousand Pods waiting for one class cost what one does."""
+    cluster, pod = case.cluster, case.pod.ref
+    owners: frozenset[str] | None = cluster.memo("dra-owners")
+    if owners is None:
+        owners = cluster.remember("dra-owners", frozenset(h.pod for h in cluster.dra.held.values()))
+    key = ("dra-free", alt.device_class, alt.selectors, pod if pod in owners else "")
+    found: _Use | None = cluster.memo(key)
+    if found is None:
+        held = cluster.dra.held
+        taken = [
+            (d, h)
+            for d in m.devices
+            if not d.shared and (h := held.get(_key(d))) is not None and h.pod != pod
+        ]
+        taken_keys = {_key(d) for d, _ in taken}
+        free: dict[str, int] = {}
+        for d in m.devices:
+            if _key(d) not in taken_keys:
+                free[d.node] = free.get(d.node, 0) + 1
+        claims = sorted({h.claim for _, h in taken})
+        found = cluster.remember(key, _Use(taken, free, claims, m.most_on_one_node))
+    return found
+
+
+def _node_ids(case: Case) -> dict[str, int]:
+    ids: dict[str, int] | None = case.cluster.memo("node-ids")
+    if ids is None:
+        ids = case.cluster.remember(
+            "node-ids", {n.name: i for i, n in enumerate(case.cluster.nodes)}
+        )
+    return ids
+
+
+def _elsewhere(
+    what: str, facts: list[Fact], alt: ExactRequest, need: int, elsewhere: list[str]
+) -> Finding:
+    facts.append(Fact("cluster", "nodes with enough free matching devices", listing(elsewhere)))
+    return Finding(
+        "dra-unallocatable",
+        f"{what} asks for {plural(need, 'device')} of class {alt.device_class}; the nodes "
+        f"with enough free ones ({listing(elsewhere)}) cannot take the Pod (its placement, "
+        f"cordoned or not Ready, or no room for its other requests)",
+        f"let the Pod onto {listing(elsewhere)} (its nodeSelector, affinity and tolerations), "
+        f"or free room there",
+        tuple(facts),
+    )
+
+
+def _missing(case: Case, claim: PodClaim, kind: str, namespace: str) -> Finding:
+    claims = case.cluster.dra.supply.claims
+    names = sorted(n for k, ns, n in claims if k == kind and ns == namespace)
+    near = closest(claim.source_name, names)
+    facts = (
+        Fact(
+            f"Pod {case.pod.ref}",
+            f"resourceClaims {claim.name}",
+            f"{claim.source} {claim.source_name}",
+        ),
+        Fact(f"namespace {namespace}", f"{kind}s", listing(names, 6) if names else "(none)"),
+    )
+    action = (
+        f"fix {claim.source} to {' or '.join(near)}"
+        if near
+        else f"create {kind} {namespace}/{claim.source_name}"
+    )
+    return Finding(
+        "dra-unallocatable",
+        f'claim "{claim.name}": {kind} {claim.source_name} does not exist in namespace '
+        f"{namespace}, so no claim can be allocated for it",
+        action,
+        facts,
+    )
+
+
 def not_evaluated(case: Case) -> Finding:
+    """No DeviceClass or ResourceSlice was read: the claims cannot be judged."""
     claims = case.pod.access.claims
     namespace = case.pod.ref.split("/", 1)[0]
     facts = tuple(
@@ -31,11 +309,14 @@ def not_evaluated(case: Case) -> Finding:
         for c in claims
     )
     verdict = (
-        "everything but its DRA claims fits, and diagnose does not evaluate claims yet: "
-        "the scheduler's message says what it found"
+        "everything but its DRA claims fits, and no DeviceClass or ResourceSlice was read "
+        "(the cluster does not serve resource.k8s.io/v1, or the dump holds none), so the "
+        "claims are not evaluated: the scheduler's message says what it found"
     )
     action = (
         f"inspect the claims: kubectl get resourceclaims -n {namespace} and kubectl describe "
-        f"resourceclaim of each (its status.allocation and the DeviceClass it names)"
+        f"resourceclaim of each (its status.allocation and the DeviceClass it names); to "
+        f"diagnose them, add kubectl get deviceclasses,resourceslices,resourceclaims,"
+        f"resourceclaimtemplates -A -o json to the dump"
     )
     return Finding("dra-unallocatable", verdict, action, facts)

@@ -11,7 +11,6 @@ down and back to `true` when it is done (NVIDIA/mig-parted, cmd/nvidia-mig-manag
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -130,16 +129,6 @@ def plausible(resource: str, cluster: ClusterFacts) -> bool:
             known = bool(cluster.inventory.index.key_bits(f"nvidia.com/mig-{profile}.count"))
         found = cluster.remember(key, known)
     return bool(found)
-
-
-def closest(name: str, names: list[str]) -> list[str]:
-    """The advertised names nearest a typo: the best match and any about as close."""
-    scored = sorted(
-        ((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), reverse=True
-    )
-    if not scored or scored[0][0] < 0.6:
-        return []
-    return [n for ratio, n in scored[:3] if ratio >= scored[0][0] - 0.03]
 
 
 def mig_single_products(cluster: ClusterFacts, resource: str) -> list[tuple[str, int]]:
