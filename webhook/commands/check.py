@@ -12,7 +12,7 @@ from webhook.core.dra import GROUP as DRA_GROUP
 from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
-from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, subject_of
+from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 from webhook.sources.yamlsource import Document
@@ -120,7 +120,7 @@ def _check_object(
     meta = _meta(obj)
     subject = subject_of(obj)
     namespace = subject.namespace
-    name = str(meta.get("name") or meta.get("generateName") or "")
+    name = shown_name(meta)
     try:
         decision = evaluate(policy_set, subject, inventory)
     except GpuAdmissionError as exc:  # an object too large to judge: an input error
