@@ -313,3 +313,22 @@ def test_a_peak_without_a_unit_is_bytes_and_reported() -> None:
         'label gpu-admission.io/peak-memory="12" has no unit, so it means 12 bytes: write the '
         "peak GPU memory per device with a unit, e.g. 12Gi or 12G."
     ]
+
+
+SMALLEST = "smallest catalog value of this profile"
+
+
+@pytest.mark.parametrize(
+    ("resource", "offer"),
+    [
+        # A slice exposes less than its name: 16 GiB fits none of these (measured figures).
+        ("nvidia.com/mig-1g.18gb", f"16384 MiB ({SMALLEST}, H200 141GB"),
+        ("nvidia.com/mig-1g.12gb", f"11008 MiB ({SMALLEST}, H100 NVL 94GB"),
+        ("nvidia.com/mig-1g.23gb", f"20992 MiB ({SMALLEST}, B200 180GB"),
+    ],
+)  # fmt: skip
+def test_newer_gpus_slices_are_judged_by_what_they_expose(resource: str, offer: str) -> None:
+    peak_of = {"1g.18gb": "17Gi", "1g.12gb": "11Gi", "1g.23gb": "21Gi"}
+    value = next(v for k, v in peak_of.items() if k in resource)
+    (message,) = messages(run(POLICY, pod(gpu(resource), labels=peak(value))))
+    assert f"{resource} offers {offer}; no inventory given)" in message

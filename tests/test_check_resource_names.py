@@ -270,3 +270,28 @@ def test_hami_shares_and_nvidia_nics_are_not_gpu_counts(inventory: Inventory | N
               "nvidia.com/gpumem-percentage": 50, "nvidia.com/hostdev": 1}  # fmt: skip
     decision = run(POLICY, pod(container(limits=limits)), inventory)
     assert rules(decision) == []
+
+
+_UNTAINTED = Inventory.from_nodes(
+    [node("a1", labels={"zone": "a"}, allocatable={"nvidia.com/gpu": "1"})]
+)
+
+
+@pytest.mark.parametrize(
+    ("inventory", "spec", "reason", "fix"),
+    [
+        # Only a selector in the way: no word about tolerations.
+        (_UNTAINTED, {"nodeSelector": {"zone": "b"}}, "a1: nodeSelector zone=b",
+         "Fix the nodeSelector/affinity."),
+        # A taint among the reasons: the toleration is part of the fix.
+        (cluster(), {"nodeSelector": {"nvidia.com/gpu.sharing-strategy": "none"}}, None,
+         "Fix the nodeSelector/affinity, or add a toleration for the taint."),
+    ],
+)  # fmt: skip
+def test_no_candidate_node_names_a_toleration_only_for_a_taint(
+    inventory: Inventory, spec: dict[str, Any], reason: str | None, fix: str
+) -> None:
+    (message,) = messages(run(POLICY, pod(gpu(), **spec), inventory))
+    assert message.endswith(f"so it would stay Pending forever. {fix}")
+    if reason is not None:
+        assert f"({reason})" in message

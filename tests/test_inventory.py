@@ -203,15 +203,47 @@ A100_40 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
             "nvidia.com/mig-1g.10gb",
             ("mig", 1, 9984, "catalog value for H100 80GB", 9984),
         ),
+        # Measured (nvidia-smi mig -lgip, cited in mig_catalog): below the nominal size.
         (
             {"nvidia.com/gpu.product": "NVIDIA-H200"},
             "nvidia.com/mig-1g.18gb",
-            ("mig", 1, 17166, "nominal catalog value for H200 141GB", 17166),
+            ("mig", 1, 16384, "catalog value for H200 141GB", 16384),
         ),
+        (
+            {"nvidia.com/gpu.product": "NVIDIA-H100-NVL"},
+            "nvidia.com/mig-1g.12gb",
+            ("mig", 1, 11008, "catalog value for H100 NVL 94GB", 11008),
+        ),
+        (
+            {"nvidia.com/gpu.product": "NVIDIA-B200"},
+            "nvidia.com/mig-1g.23gb",
+            ("mig", 1, 20992, "catalog value for B200 180GB", 20992),
+        ),
+        (
+            {"nvidia.com/gpu.product": "NVIDIA-GB200"},
+            "nvidia.com/mig-1g.24gb",
+            ("mig", 1, 20480, "catalog value for GB200 186GB", 20480),
+        ),
+        (
+            {"nvidia.com/gpu.product": "NVIDIA-GH200-144G-HBM3e"},
+            "nvidia.com/mig-1g.18gb",
+            ("mig", 1, 17920, "catalog value for GH200 144GB", 17920),
+        ),
+        (
+            {"nvidia.com/gpu.product": "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"},
+            "nvidia.com/mig-1g.24gb",
+            ("mig", 1, 23674, "catalog value for RTX PRO 6000 96GB", 23674),
+        ),
+        # No measurement published: nominal scaled by a measured sibling's ratio, said so.
         (
             {"nvidia.com/gpu.product": "NVIDIA-GH200-480GB"},
             "nvidia.com/mig-1g.12gb",
-            ("mig", 1, 11444, "nominal catalog value for H100 96GB", 11444),
+            ("mig", 1, 11008, "conservative estimate for H100 96GB", 11008),
+        ),
+        (
+            {"nvidia.com/gpu.product": "NVIDIA-B200"},
+            "nvidia.com/mig-7g.180gb",
+            ("mig", 1, 164288, "conservative estimate for B200 180GB", 164288),
         ),
         # Media-extension profile: advertised as .me, labelled with the .me prefix.
         (

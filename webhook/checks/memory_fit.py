@@ -16,9 +16,10 @@ from webhook.core import mig_catalog
 from webhook.core.access import GpuResources, gpu_requests, gpu_resources
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
+from webhook.core.paths import format_path
 from webhook.core.quantity import format_mib, to_mib
 from webhook.core.scheduling import Candidates, candidates, node_listing, offered, pin_selector
-from webhook.core.text import matches_any, shown
+from webhook.core.text import PLACEHOLDER, is_placeholder, matches_any, shown
 from webhook.core.workloads import PodView, ResourceAmount
 from webhook.errors import QuantityError
 
@@ -43,6 +44,16 @@ def _gpu_amounts(pod: PodView, params: Params) -> dict[str, ResourceAmount]:
     return first
 
 
+def _add_label(pod: PodView, label: str) -> str:
+    if label in pod.object_labels:  # on the Deployment (Job, ...) itself, not its pods
+        where = format_path((*pod.metadata_path, "labels"))
+        return (
+            f"The label is on the object's own metadata.labels, which its pods do not "
+            f"inherit: move them to {where}."
+        )
+    return f"Add the label to the pod (template) metadata, e.g. {label}: {EXAMPLE}."
+
+
 def _peak(pod: PodView, params: Params, amount: ResourceAmount) -> Fraction | Violation:
     label_path = (*pod.metadata_path, "labels", params.label)
     raw = pod.labels.get(params.label)
@@ -52,8 +63,13 @@ def _peak(pod: PodView, params: Params, amount: ResourceAmount) -> Fraction | Vi
             amount.path,
             f"{amount.container.label} requests {amount.resource} but the pod has no "
             f"{params.label} label: without the peak GPU memory per device nothing can tell "
-            f"whether the model fits the device. Add the label to the pod (template) "
-            f"metadata, e.g. {params.label}: {EXAMPLE}.",
+            f"whether the model fits the device. {_add_label(pod, params.label)}",
+        )
+    if is_placeholder(raw):
+        return Violation(
+            "invalid-peak-memory",
+            label_path,
+            f'label {params.label}="{shown(raw)}" is {PLACEHOLDER}.',
         )
     try:
         mib: Fraction | None = to_mib(raw)

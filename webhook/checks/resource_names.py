@@ -18,7 +18,7 @@ from webhook.core.inventory import Inventory
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
 from webhook.core.scheduling import candidates, first_offers, listed, rejection
-from webhook.core.text import closest, listing, plural, shown
+from webhook.core.text import PLACEHOLDER, closest, is_placeholder, listing, plural, shown
 from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
 
@@ -59,7 +59,13 @@ def _apiserver_rules(pod: PodView, amounts: Sequence[ResourceAmount]) -> Iterato
         ):
             continue  # the common case, without building any message text
         where = f"{a.container.label} ({format_path(a.path)})"
-        if a.amount is None or a.amount.denominator != 1 or a.amount < 0:
+        if is_placeholder(a.raw):
+            yield Violation(
+                "non-integer-count",
+                a.path,
+                f'{where} asks for "{shown(a.raw)}" {a.resource}: {PLACEHOLDER}.',
+            )
+        elif a.amount is None or a.amount.denominator != 1 or a.amount < 0:
             yield Violation(
                 "non-integer-count",
                 a.path,
@@ -74,6 +80,12 @@ def _apiserver_rules(pod: PodView, amounts: Sequence[ResourceAmount]) -> Iterato
                 f"{where} requests {a.resource} without a limit: the apiserver rejects extended "
                 f"resources without limits. Set resources.limits[{a.resource}] to the same count "
                 f"(a limit alone is enough; the request defaults to it).",
+            )
+        elif a.resource in requests and is_placeholder(requests[a.resource]):
+            yield Violation(
+                "request-limit-mismatch",
+                a.path,
+                f'{where} requests "{shown(requests[a.resource])}" {a.resource}: {PLACEHOLDER}.',
             )
         elif a.resource in requests and _quantity_differs(requests[a.resource], limits[a.resource]):
             yield Violation(
@@ -130,6 +142,14 @@ def _unknown_names(
             if names
             else f"no node advertises any {vendor} resource."
         )
+        if is_placeholder(a.resource):
+            yield Violation(
+                "unknown-resource",
+                a.path,
+                f'{a.container.label} requests "{shown(a.resource)}" ({format_path(a.path)}): '
+                f"the resource name is {PLACEHOLDER}.",
+            )
+            continue
         yield Violation(
             "unknown-resource",
             a.path,
@@ -203,8 +223,8 @@ def _no_candidate(pod: PodView, resource: str, inventory: Inventory, path: Path)
         path,
         f"the pod requests {resource} ({format_path(path)}), but "
         f"{_advertisers(total)} ({listed(reasons, total)}), "
-        f"so it would stay Pending forever. Fix the nodeSelector/affinity, or add a toleration "
-        f"for the taint.",
+        f"so it would stay Pending forever. Fix the nodeSelector/affinity"
+        f"{', or add a toleration for the taint' if any('taint' in r for r in reasons) else ''}.",
     )
 
 

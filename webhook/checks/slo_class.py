@@ -13,6 +13,7 @@ from webhook.core import mig_catalog
 from webhook.core.access import GpuResources, gpu_requests, gpu_resources
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
+from webhook.core.paths import format_path
 from webhook.core.scheduling import (
     candidates,
     node_listing,
@@ -20,7 +21,7 @@ from webhook.core.scheduling import (
     pin_selector,
     untolerated_among,
 )
-from webhook.core.text import listing, shown
+from webhook.core.text import PLACEHOLDER, is_placeholder, listing, shown
 from webhook.core.workloads import PodView, ResourceAmount
 
 
@@ -134,6 +135,16 @@ def _judge(
         )
 
 
+def _add_label(pod: PodView, params: Params) -> str:
+    if params.label in pod.object_labels:  # on the Deployment (Job, ...), not its pods
+        where = format_path((*pod.metadata_path, "labels"))
+        return (
+            f"The label is on the object's own metadata.labels, which its pods do not "
+            f"inherit: move them to {where}."
+        )
+    return f"Add the label to the pod (template) metadata with one of: {', '.join(params.classes)}."
+
+
 def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
     amounts: dict[str, ResourceAmount] = {}
     for a in gpu_requests(pod, gpus=params.gpus):  # counts above zero
@@ -147,8 +158,8 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
             "missing-slo-class",
             first.path,
             f"{first.container.label} requests {first.resource} but the pod has no "
-            f"{params.label} label: it decides which GPU sharing modes the pod may use. Add "
-            f"the label to the pod (template) metadata with one of: {', '.join(params.classes)}.",
+            f"{params.label} label: it decides which GPU sharing modes the pod may use. "
+            f"{_add_label(pod, params)}",
         )
         return
     accepted = params.classes.get(slo)
@@ -156,8 +167,10 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
         yield Violation(
             "unknown-slo-class",
             (*pod.metadata_path, "labels", params.label),
-            f'label {params.label}="{shown(slo)}" is not a configured SLO class; use one of: '
-            f"{', '.join(params.classes)}.",
+            f'label {params.label}="{shown(slo)}" is {PLACEHOLDER}.'
+            if is_placeholder(slo)
+            else f'label {params.label}="{shown(slo)}" is not a configured SLO class; use '
+            f"one of: {', '.join(params.classes)}.",
         )
         return
     for amount in amounts.values():

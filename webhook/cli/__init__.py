@@ -144,11 +144,15 @@ def check(
     from webhook.reports.check import render_json, render_text
     from webhook.sources.files import read_inventory
 
-    policy_set = load_policies(policies_dir)
     try:
-        inv = read_inventory(inventory)
-    except GpuAdmissionError as exc:
-        raise InputError(f"inventory did not load: {exc}") from None
+        policy_set = load_policies(policies_dir)
+        try:
+            inv = read_inventory(inventory)
+        except GpuAdmissionError as exc:
+            raise InputError(f"inventory did not load: {exc}") from None
+    except InputError as exc:
+        _report_failure(exc.message, output=output, source=inventory or policies_dir)
+        raise
     run = check_files(paths, policy_set=policy_set, inventory=inv)  # large inputs: all CPUs
     if output == "json":
         click.echo(render_json(run))
@@ -165,6 +169,19 @@ def check(
     else:
         click.echo(render_text(run, colour=color), color=color)
     sys.exit(run.exit_code)
+
+
+def _report_failure(message: str, *, output: str, source: str) -> None:
+    """SARIF and JUnit readers (code scanning, CI test tabs) see only stdout: a run that
+    could not start is one error there too, not an empty, clean-looking report."""
+    if output == "sarif":
+        from webhook.reports.sarif import render_sarif_failure
+
+        click.echo(render_sarif_failure(message, source=source))
+    elif output == "junit":
+        from webhook.reports.junit import render_check_junit_failure
+
+        click.echo(render_check_junit_failure(message))
 
 
 if __name__ == "__main__":  # pragma: no cover

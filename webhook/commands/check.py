@@ -12,7 +12,7 @@ from webhook.core.dra import GROUP as DRA_GROUP
 from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
-from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, subject_of
+from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 from webhook.sources.yamlsource import Document
@@ -20,19 +20,27 @@ from webhook.sources.yamlsource import Document
 
 def check_paths(paths: Sequence[str], *, policy_set: PolicySet, inventory: Inventory) -> Run:
     run = Run()
-    files: list[tuple[str, list[SourceObject | Document] | ManifestError]] = []
+    files: list[tuple[str, list[SourceObject | Document] | ManifestError | None]] = []
     for name in expand_paths(paths):
         try:
-            files.append((name, list(iter_objects(name, read_text(name)))))
+            data = read_text(name)
+            # None: a JSON file that is not Kubernetes, skipped unparsed (package-lock.json)
+            files.append((name, None if not_kubernetes(data) else list(iter_objects(name, data))))
         except ManifestError as exc:
             files.append((name, exc))
     # A Pod and the ResourceClaimTemplate it names may come in the same PR: DRA objects
     # of the input join the inventory's before anything is judged.
     inventory = with_input_dra(inventory, files)
-    for _, items in files:
+    for name, items in files:
         run.files += 1
+        if items:  # a document, or an error that names the file
+            run.found.add(name)
         if isinstance(items, ManifestError):
             run.errors.append(str(items))
+            continue
+        if items is None:
+            run.found.add(name)
+            run.skipped["not a Kubernetes file"] += 1
             continue
         for item in items:
             if isinstance(item, SourceObject):
@@ -42,6 +50,25 @@ def check_paths(paths: Sequence[str], *, policy_set: PolicySet, inventory: Inven
                 run.skipped["not an object"] += 1
     run.results = placed(run.results)
     return run
+
+
+def not_kubernetes(data: bytes) -> bool:
+    """A JSON file no Kubernetes object can be in, told without parsing it: it never says
+    `"apiVersion"` (package-lock.json, tsconfig.json). A big lock file costs a byte search
+    instead of seconds of parsing. YAML is parsed: a document without apiVersion/kind is
+    skipped as such, and a broken one is still reported."""
+    head = data[:64].lstrip(b" \t\r\n\xef\xbb\xbf")
+    return head[:1] in (b"{", b"[") and b'"apiVersion"' not in data
+
+
+def empty_inputs(paths: Sequence[str], run: Run) -> list[str]:
+    """An input (a file, a directory, stdin) in which the run found nothing at all: a
+    newcomer's mistake (a wrong directory, an empty pipe), never a silent pass."""
+    return [
+        f"no Kubernetes objects found in {'<stdin>' if raw == '-' else raw}"
+        for raw in paths
+        if not any(name in run.found for name in expand_paths([raw]))
+    ]
 
 
 def with_dra_of_files(inventory: Inventory, names: Sequence[str]) -> Inventory:
@@ -60,12 +87,12 @@ def with_dra_of_files(inventory: Inventory, names: Sequence[str]) -> Inventory:
 
 
 def with_input_dra(
-    inventory: Inventory, files: Sequence[tuple[str, Sequence[object] | ManifestError]]
+    inventory: Inventory, files: Sequence[tuple[str, Sequence[object] | ManifestError | None]]
 ) -> Inventory:
     found = [
         item.obj
         for _, items in files
-        if not isinstance(items, ManifestError)
+        if items is not None and not isinstance(items, ManifestError)
         for item in items
         if isinstance(item, SourceObject)
         and item.obj.get("kind") in DRA_KINDS
@@ -93,7 +120,7 @@ def _check_object(
     meta = _meta(obj)
     subject = subject_of(obj)
     namespace = subject.namespace
-    name = str(meta.get("name") or meta.get("generateName") or "")
+    name = shown_name(meta)
     try:
         decision = evaluate(policy_set, subject, inventory)
     except GpuAdmissionError as exc:  # an object too large to judge: an input error
@@ -168,6 +195,8 @@ class Run:
     objects: int = 0
     evaluated: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    # Files that held something to report (a document, or an error): see empty_inputs.
+    found: set[str] = field(default_factory=set)
 
     def summary(self) -> dict[str, Any]:
         actions = Counter(r.finding.action for r in self.results)

@@ -16,7 +16,7 @@ from webhook.core.engine import Decision, Finding, Outcome, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
 from webhook.core.policy import PolicySet
-from webhook.core.subject import subject_of
+from webhook.core.subject import shown_name, subject_of
 from webhook.core.workloads import as_dict
 from webhook.sources.dumps import Sourced
 
@@ -153,7 +153,7 @@ def _diff_one(
 
 
 def _name(meta: Mapping[str, Any]) -> str:
-    return str(meta.get("name") or meta.get("generateName") or "")
+    return shown_name(meta)
 
 
 def _finding_json(f: Finding) -> dict[str, str]:

@@ -15,7 +15,7 @@ import multiprocessing
 import os
 from collections.abc import Sequence
 
-from webhook.commands.check import Run, check_paths, placed, with_dra_of_files
+from webhook.commands.check import Run, check_paths, empty_inputs, placed, with_dra_of_files
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 from webhook.sources.files import expand_paths
@@ -49,7 +49,16 @@ def check_files(
     files = list(expand_paths(paths))
     workers = workers_available() if workers is None else workers
     if workers < 2 or len(files) < min_files or "-" in files or not _can_fork():
-        return check_paths(files, policy_set=policy_set, inventory=inventory)
+        run = check_paths(files, policy_set=policy_set, inventory=inventory)
+    else:
+        run = _in_parts(files, policy_set=policy_set, inventory=inventory, workers=workers)
+    run.errors.extend(empty_inputs(paths, run))  # the same on both paths
+    return run
+
+
+def _in_parts(
+    files: list[str], *, policy_set: PolicySet, inventory: Inventory, workers: int
+) -> Run:
     runs = _chunks(files, workers * _RUNS_PER_WORKER)
     global _shared
     _shared = (policy_set, with_dra_of_files(inventory, files))  # references across parts
@@ -86,5 +95,6 @@ def merged(runs: Sequence[Run]) -> Run:
         total.objects += run.objects
         total.evaluated += run.evaluated
         total.skipped.update(run.skipped)
+        total.found |= run.found
     total.results = placed(total.results)
     return total

@@ -60,3 +60,13 @@ def namespace_of(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     own = meta.get("namespace") if isinstance(meta, Mapping) else None
     return own if isinstance(own, str) else ""
+
+
+def shown_name(meta: Mapping[str, Any]) -> str:
+    """The object's name, else its generateName marked as a prefix (`train-*`): the
+    apiserver appends the rest, so `train-` alone would read as a whole name."""
+    name = meta.get("name")
+    if name:
+        return str(name)
+    prefix = meta.get("generateName")
+    return f"{prefix}*" if prefix else ""

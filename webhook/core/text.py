@@ -23,6 +23,21 @@ def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# `$VAR`, `${VAR}` (envsubst, kustomize vars), `{{ ... }}` (Helm, Jinja): a value the
+# manifest's author meant a tool to fill in before it reached the cluster.
+_PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*|\{\{.*?\}\}", re.S)
+PLACEHOLDER = (
+    "an unrendered template placeholder: render the manifest (helm template, envsubst) "
+    "before checking"
+)
+
+
+def is_placeholder(value: object) -> bool:
+    """A string holding an unrendered template placeholder (searched in its first 200
+    characters: bounded for any input)."""
+    return type(value) is str and _PLACEHOLDER.search(value[:200]) is not None
+
+
 def shown(value: object, limit: int = 40) -> str:
     """A user-supplied value fit for one line of a message: printable, bounded.
 

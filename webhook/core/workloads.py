@@ -99,6 +99,7 @@ class PodView:
         "labels",
         "memo",
         "metadata_path",
+        "object_labels",
         "path",
         "spec",
     )
@@ -117,6 +118,9 @@ class PodView:
         self.labels = labels
         self.annotations = annotations
         self.metadata_path = metadata_path
+        # The enclosing object's own labels where the pod's come from a template: a
+        # label put there instead (a Deployment's metadata) is named in the fix.
+        self.object_labels: Mapping[str, str] = {}
         self.containers = _containers(spec, path) + extra if extra else _containers(spec, path)
         self.amounts = _amounts(self.containers)
         self._effective: dict[str, Count] | None = None
@@ -347,13 +351,15 @@ def _templates_at(
     for path, template in [at] if at is not None else walk(obj, tuple(pattern)):
         if isinstance(template, Mapping):
             meta = as_dict(template.get("metadata"))
-            yield PodView(
+            view = PodView(
                 as_dict(template.get("spec")),
                 (*path, "spec"),
                 str_map(meta.get("labels")),
                 str_map(meta.get("annotations")),
                 (*path, "metadata"),
             )
+            view.object_labels = str_map(as_dict(obj.get("metadata")).get("labels"))
+            yield view
 
 
 def api_group(api_version: object) -> str:

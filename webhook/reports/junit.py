@@ -90,5 +90,12 @@ def _finding_case(r: Result) -> Case:
     return Case(name, r.file, output=text)
 
 
+def render_check_junit_failure(message: str) -> str:
+    """The run that could not start (policies or inventory did not load): one failing
+    testcase naming the problem, so CI shows a red test instead of no tests."""
+    suite = Suite("gpu-admission", [Case("load", "gpu-admission", error=message)])
+    return render_junit([suite], name="gpu-admission check")
+
+
 def render_check_junit(run: Run, *, files: Sequence[str]) -> str:
     return render_junit(check_suites(run, files=files), name="gpu-admission check")

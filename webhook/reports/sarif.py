@@ -18,6 +18,7 @@ from webhook.commands.check import Result, Run
 from webhook.core.policy import Policy, PolicySet
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+LOAD_RULE = "gpu-admission/load"  # the rule of a run whose policies or inventory failed
 LEVELS = {"deny": "error", "warn": "warning", "dryrun": "note"}
 
 
@@ -29,6 +30,39 @@ def render_sarif(run: Run, *, policy_set: PolicySet) -> str:
         if rule_id not in index:
             index[rule_id] = len(rules)
             rules.append({"id": rule_id, "name": rule_id})
+    results = [_result(r, index) for r in run.results]
+    return _document(rules, results, _invocation(run.errors))
+
+
+def render_sarif_failure(message: str, *, source: str) -> str:
+    """The run that could not start (policies or inventory did not load): one error
+    result at `source`, so code scanning shows the problem instead of a clean run."""
+    rule = {
+        "id": LOAD_RULE,
+        "name": LOAD_RULE,
+        "shortDescription": {"text": "The policies and the inventory load"},
+        "defaultConfiguration": {"level": "error"},
+    }
+    result = {
+        "ruleId": LOAD_RULE,
+        "ruleIndex": 0,
+        "level": "error",
+        "message": {"text": message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": artifact_uri(source), "uriBaseId": "%SRCROOT%"},
+                    "region": {"startLine": 1},
+                }
+            }
+        ],
+    }
+    return _document([rule], [result], _invocation([message]))
+
+
+def _document(
+    rules: list[dict[str, Any]], results: list[dict[str, Any]], invocation: dict[str, Any]
+) -> str:
     body = {
         "$schema": SCHEMA,
         "version": "2.1.0",
@@ -41,8 +75,8 @@ def render_sarif(run: Run, *, policy_set: PolicySet) -> str:
                         "rules": rules,
                     }
                 },
-                "invocations": [_invocation(run)],
-                "results": [_result(r, index) for r in run.results],
+                "invocations": [invocation],
+                "results": results,
             }
         ],
     }
@@ -97,11 +131,11 @@ def _result(r: Result, index: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def _invocation(run: Run) -> dict[str, Any]:
+def _invocation(errors: list[str]) -> dict[str, Any]:
     return {
-        "executionSuccessful": not run.errors,
+        "executionSuccessful": not errors,
         "toolExecutionNotifications": [
-            {"level": "error", "message": {"text": error}} for error in run.errors
+            {"level": "error", "message": {"text": error}} for error in errors
         ],
     }
 

@@ -44,15 +44,21 @@ def from_files(
 ) -> Iterator[Sourced]:
     """Objects of dump files (directories walked). A file that breaks off is recorded in
     `errors` and the next file is read: one bad file must not hide the others."""
-    for name in expand_paths(paths):
-        source = display_name(name)
-        stage(source)
-        try:
-            for item in read_dump(name):
-                if namespace is None or _namespace(item.value) == namespace:
-                    yield Sourced(item.value, f"{source}:{item.line}")
-        except ManifestError as exc:
-            errors.append(str(exc))
+    for raw in paths:
+        found = False
+        for name in expand_paths([raw]):
+            source = display_name(name)
+            stage(source)
+            try:
+                for item in read_dump(name):
+                    found = True
+                    if namespace is None or _namespace(item.value) == namespace:
+                        yield Sourced(item.value, f"{source}:{item.line}")
+            except ManifestError as exc:
+                found = True  # the error names the file
+                errors.append(str(exc))
+        if not found:  # an empty file, dump (`"items": []`), directory or pipe
+            errors.append(f"no Kubernetes objects found in {display_name(raw)}")
 
 
 def _namespace(obj: Any) -> str | None:
