@@ -17,6 +17,7 @@ from pydantic import field_validator
 from webhook.core.access import (
     AccessRules,
     EnvFrom,
+    GpuResources,
     Grant,
     HostPath,
     PodAccess,
@@ -93,8 +94,13 @@ class Params(CheckParams):
 
     @cached_property
     def rules(self) -> AccessRules:
+        return self.access_rules(gpus=gpu_resources(include=self.gpu_resources))
+
+    def access_rules(self, *, gpus: GpuResources) -> AccessRules:
+        """The access model's rules from these channels, with `gpus` as the GPU names
+        (diagnose takes them from the resource-names policy)."""
         return AccessRules.of(
-            gpus=gpu_resources(include=self.gpu_resources),
+            gpus=gpus,
             device_paths=self.device_paths,
             device_directories=self.device_directories,
             device_list_dir=self.device_list_mount_dir,

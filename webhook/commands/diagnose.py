@@ -58,17 +58,7 @@ def diagnosis_rules(policy_set: PolicySet | None) -> AccessRules:
             injection = policy.params
         elif isinstance(policy.params, resource_names.Params):
             names = policy.params
-    p = injection
-    return AccessRules.of(
-        gpus=names.gpus,
-        device_paths=p.device_paths,
-        device_directories=p.device_directories,
-        device_list_dir=p.device_list_mount_dir,
-        env_vars=p.env_vars,
-        safe_values=p.safe_env_values,
-        cdi_prefixes=p.cdi_annotation_prefixes,
-        device_prefixes=p.device_annotation_prefixes,
-    )
+    return injection.access_rules(gpus=names.gpus)
 
 
 @dataclass(frozen=True)

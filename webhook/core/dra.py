@@ -129,10 +129,6 @@ def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _selectors(raw: object) -> tuple[str, ...]:
-    return tuple(_str(as_dict(as_dict(s).get("cel")).get("expression")) for s in as_list(raw))
-
-
 def _name(obj: Mapping[str, Any]) -> str:
     return _str(as_dict(obj.get("metadata")).get("name"))
 

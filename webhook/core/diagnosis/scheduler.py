@@ -93,10 +93,3 @@ def _counted(text: str) -> tuple[tuple[int, str], ...]:
         elif part.strip():
             out.append((0, part.strip()))
     return tuple(out)
-
-
-def insufficient(message: SchedulerMessage) -> list[str]:
-    """The resources the message calls insufficient."""
-    return [
-        r.removeprefix("Insufficient ") for _, r in message.reasons if r.startswith("Insufficient ")
-    ]
