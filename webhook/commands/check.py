@@ -15,39 +15,40 @@ from webhook.core.policy import PolicySet
 from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
-from webhook.sources.yamlsource import Document
 
 
-def check_paths(paths: Sequence[str], *, policy_set: PolicySet, inventory: Inventory) -> Run:
+def check_paths(
+    paths: Sequence[str], *, policy_set: PolicySet, inventory: Inventory, input_dra: bool = True
+) -> Run:
+    """Every object of every file, judged one file at a time (memory: one file's parse).
+
+    A Pod and the ResourceClaimTemplate it names may come in the same PR: unless the
+    caller has done it (`input_dra=False`), the DRA objects of the input join the
+    inventory first. That costs a byte search per file; only files that name the DRA
+    group are parsed twice. Stdin is read once and kept for both passes."""
     run = Run()
-    files: list[tuple[str, list[SourceObject | Document] | ManifestError | None]] = []
-    for name in expand_paths(paths):
-        try:
-            data = read_text(name)
-            # None: a JSON file that is not Kubernetes, skipped unparsed (package-lock.json)
-            files.append((name, None if not_kubernetes(data) else list(iter_objects(name, data))))
-        except ManifestError as exc:
-            files.append((name, exc))
-    # A Pod and the ResourceClaimTemplate it names may come in the same PR: DRA objects
-    # of the input join the inventory's before anything is judged.
-    inventory = with_input_dra(inventory, files)
-    for name, items in files:
+    names = list(expand_paths(paths))
+    stdin = read_text("-") if "-" in names else None
+    if input_dra:
+        inventory = with_dra_of_files(inventory, names, stdin=stdin)
+    for name in names:
         run.files += 1
-        if items:  # a document, or an error that names the file
+        try:
+            data = stdin if name == "-" and stdin is not None else read_text(name)
+            if not_kubernetes(data):  # a JSON file that is not Kubernetes: package-lock.json
+                run.found.add(name)
+                run.skipped["not a Kubernetes file"] += 1
+                continue
+            for item in iter_objects(name, data):
+                run.found.add(name)
+                if isinstance(item, SourceObject):
+                    _check_object(item, run, policy_set, inventory)
+                else:
+                    run.objects += 1
+                    run.skipped["not an object"] += 1
+        except ManifestError as exc:  # the file is named; the other files go on
             run.found.add(name)
-        if isinstance(items, ManifestError):
-            run.errors.append(str(items))
-            continue
-        if items is None:
-            run.found.add(name)
-            run.skipped["not a Kubernetes file"] += 1
-            continue
-        for item in items:
-            if isinstance(item, SourceObject):
-                _check_object(item, run, policy_set, inventory)
-            else:
-                run.objects += 1
-                run.skipped["not an object"] += 1
+            run.errors.append(str(exc))
     run.results = placed(run.results)
     return run
 
@@ -71,14 +72,16 @@ def empty_inputs(paths: Sequence[str], run: Run) -> list[str]:
     ]
 
 
-def with_dra_of_files(inventory: Inventory, names: Sequence[str]) -> Inventory:
-    """The DRA objects of any of these files joined to the inventory, for runs that judge
-    the files in parts (parallel check): a claim template in one part resolves for a Pod
-    in another. Only files that name the DRA group are parsed."""
+def with_dra_of_files(
+    inventory: Inventory, names: Sequence[str], *, stdin: bytes | None = None
+) -> Inventory:
+    """The DRA objects of any of these files joined to the inventory, before any file is
+    judged: a claim template in one file (or one part of a parallel check) resolves for a
+    Pod in another. Only files that name the DRA group are parsed."""
     files: list[tuple[str, Sequence[object] | ManifestError]] = []
     for name in names:
         try:
-            data = read_text(name)
+            data = stdin if name == "-" and stdin is not None else read_text(name)
             if DRA_GROUP.encode() in data:
                 files.append((name, list(iter_objects(name, data))))
         except ManifestError:

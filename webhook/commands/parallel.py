@@ -81,7 +81,7 @@ def _chunks(files: list[str], count: int) -> list[list[str]]:
 def _check_chunk(files: list[str]) -> Run:
     assert _shared is not None, "a worker forked without the policy set"
     policy_set, inventory = _shared
-    return check_paths(files, policy_set=policy_set, inventory=inventory)
+    return check_paths(files, policy_set=policy_set, inventory=inventory, input_dra=False)
 
 
 def merged(runs: Sequence[Run]) -> Run:
