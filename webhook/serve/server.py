@@ -170,10 +170,11 @@ def create_app(
         verdict = verdict_of(decision)
         decisions.write(req, decision, verdict, state)
         metrics.request_counter(verdict, kind, req.operation).inc()
-        for (policy, rule, action), n in Counter(
-            (f.policy, f.rule, f.action) for f in decision.findings
-        ).items():
-            metrics.finding_counter(policy, rule, action).inc(n)
+        if decision.findings:  # most requests have none: no Counter for them
+            for (policy, rule, action), n in Counter(
+                (f.policy, f.rule, f.action) for f in decision.findings
+            ).items():
+                metrics.finding_counter(policy, rule, action).inc(n)
         metrics.LATENCY.observe(time.perf_counter() - started)
         return Response(payload, media_type="application/json")
 
@@ -188,7 +189,7 @@ def create_app(
             "policies": [p.name for p in state.policy_set.policies],
             "policyReloadError": state.policy_error,
             "inventorySynced": state.inventory_synced,
-            "inventoryNodes": len(state.inventory.nodes),
+            "inventoryNodes": state.inventory.node_count,
             "inventoryDraDevices": state.inventory.dra.device_count,
             "inventoryAgeSeconds": None if age is None else round(age, 1),
             "inventoryError": state.inventory_error,
