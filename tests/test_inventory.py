@@ -241,6 +241,16 @@ A100_40 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
             ("mig", 1, 11008, "conservative estimate for H100 96GB", 11008),
         ),
         (
+            {"nvidia.com/gpu.product": "NVIDIA-H20"},
+            "nvidia.com/mig-3g.48gb",
+            ("mig", 1, 44032, "conservative estimate for H20 96GB", 44032),
+        ),
+        (
+            {"nvidia.com/gpu.product": "NVIDIA-H200"},
+            "nvidia.com/mig-1g.18gb",
+            ("mig", 1, 16384, "catalog value for H200 141GB", 16384),
+        ),
+        (
             {"nvidia.com/gpu.product": "NVIDIA-B200"},
             "nvidia.com/mig-7g.180gb",
             ("mig", 1, 164288, "conservative estimate for B200 180GB", 164288),

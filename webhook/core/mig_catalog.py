@@ -152,6 +152,13 @@ _NOMINAL: dict[str, dict[str, int]] = {
     "H100 96GB": _scaled(
         "1g.12gb 1g.24gb 2g.24gb 3g.48gb 4g.48gb 7g.96gb", measured=_gib(10.75), of="1g.12gb"
     ),
+    # The H20 is the same GH100 die with 96 GB (NVIDIA MIG user guide, "Supported GPUs");
+    # NVIDIA's mig-parted default config (deployments/systemd/config-default.yaml,
+    # all-balanced) gives it the H100 96GB profiles (device 0x232910DE beside
+    # 0x233D10DE). No -lgip output found: the H100 NVL ratio, as for the H100 96GB.
+    "H20 96GB": _scaled(
+        "1g.12gb 1g.24gb 2g.24gb 3g.48gb 4g.48gb 7g.96gb", measured=_gib(10.75), of="1g.12gb"
+    ),
     "H200 141GB": _scaled("7g.141gb", measured=_gib(16.00), of="1g.18gb"),
     "GH200 144GB": _scaled("3g.72gb 4g.72gb 7g.144gb", measured=_gib(17.50), of="1g.18gb"),
     "B200 180GB": _scaled("3g.90gb 4g.90gb 7g.180gb", measured=_gib(20.50), of="1g.23gb"),
@@ -168,6 +175,7 @@ _PRODUCT_RULES: tuple[tuple[str, str], ...] = (
     (r"RTX.PRO.6000", "RTX PRO 6000 96GB"),
     (r"B200", "B200 180GB"),
     (r"H200", "H200 141GB"),
+    (r"H20(?!\d)", "H20 96GB"),  # after H200: NVIDIA-H20 as GFD names it
     (r"H100.*NVL", "H100 NVL 94GB"),
     (r"H100.*96GB", "H100 96GB"),
     (r"H100", "H100 80GB"),
