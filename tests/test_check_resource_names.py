@@ -180,6 +180,55 @@ def test_no_candidate_node_because_of_affinity() -> None:
 
 
 @pytest.mark.parametrize(
+    ("placement", "hint"),
+    [
+        # A typo of a real product label: the closest value any node carries.
+        (
+            {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM"}},
+            "; nodeSelector nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM matches no node: "
+            "did you mean nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3? Fix",
+        ),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "nvidia.com/gpu.product",
+                                            "operator": "In",
+                                            "values": ["NVIDIA-A10G-SHARD"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            },
+            "; node affinity nvidia.com/gpu.product=NVIDIA-A10G-SHARD matches no node: "
+            "did you mean nvidia.com/gpu.product=NVIDIA-A10G-SHARED? Fix",
+        ),
+        # A real value (the nodes are refused for their taint) and a value close to
+        # nothing get no guess.
+        ({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}, ""),
+        ({"nodeSelector": {"nvidia.com/gpu.product": "tpu-v5-lite-podslice"}}, ""),
+        ({"nodeSelector": {"no-such-key": "NVIDIA-H100-80GB-HBM"}}, ""),
+        ({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3" * 10}}, ""),
+    ],
+)
+def test_no_candidate_node_did_you_mean(placement: dict[str, Any], hint: str) -> None:
+    (message,) = messages(run(POLICY, pod(gpu(), **placement), cluster()))
+    if hint:
+        assert hint in message
+    else:
+        assert "did you mean" not in message
+        assert "Pending forever. Fix the nodeSelector/affinity" in message
+
+
+@pytest.mark.parametrize(
     ("c", "rule", "text"),
     [
         (gpu(count="0.5"), "non-integer-count", 'asks for "0.5" nvidia.com/gpu'),

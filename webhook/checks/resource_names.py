@@ -15,6 +15,7 @@ from webhook.core.access import GpuResources, gpu_amounts, gpu_requests, gpu_res
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.dramatch import extended_classes, extended_match
 from webhook.core.inventory import Inventory
+from webhook.core.nearlabels import selector_hint
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
 from webhook.core.scheduling import candidates, first_offers, listed, rejection
@@ -213,7 +214,9 @@ def _dra_capacity(
 def _no_candidate(pod: PodView, resource: str, inventory: Inventory, path: Path) -> Violation:
     # The message names the first three nodes and counts the rest: only those three
     # are asked why.
-    total = inventory.index.resources[resource].bits.bit_count()
+    advertisers = inventory.index.resources[resource].bits
+    total = advertisers.bit_count()
+    hint = selector_hint(pod.spec, inventory.index)
     reasons = [
         f"{o.node.name}: {rejection(pod.spec, o.node)}"
         for o in first_offers(inventory, resource, 3)
@@ -223,7 +226,8 @@ def _no_candidate(pod: PodView, resource: str, inventory: Inventory, path: Path)
         path,
         f"the pod requests {resource} ({format_path(path)}), but "
         f"{_advertisers(total)} ({listed(reasons, total)}), "
-        f"so it would stay Pending forever. Fix the nodeSelector/affinity"
+        f"so it would stay Pending forever{hint}{'' if hint else '.'} Fix the "
+        f"nodeSelector/affinity"
         f"{', or add a toleration for the taint' if any('taint' in r for r in reasons) else ''}.",
     )
 
