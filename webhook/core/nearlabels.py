@@ -3,8 +3,9 @@
 `nvidia.com/gpu.product: NVIDIA-A100-SXM4-80G` matches no node, and the Pod would stay
 Pending forever; the nodes carry `NVIDIA-A100-SXM4-80GB`. Only asked on the deny path,
 and bounded: label values are at most 63 characters (apimachinery's IsValidLabelValue),
-so a longer wanted value is no typo of one, and at most MAX_VALUES values of a key are
-compared (a 50,000-node cluster may carry a distinct hostname per node).
+so a longer wanted value is no typo of one, and at most MAX_COMPARISONS values are
+compared in all (a Pod may name many keys); a key with more distinct values than that (a
+hostname per node) gets no guess, as one from a sample would mislead.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from webhook.core.idsets import as_bits
 from webhook.core.nodeindex import NodeIndex
 from webhook.core.text import closest, shown
 from webhook.core.workloads import as_dict, as_list
 
-MAX_VALUES = 2000
+MAX_COMPARISONS = 512
 _LABEL_VALUE_MAX = 63
 
 
@@ -27,8 +27,9 @@ def selector_hint(spec: Mapping[str, Any], index: NodeIndex) -> str:
     when there is none. All nodes, not only those that offer the resource: the value
     the author meant may be on a node that offers something else (a MIG node), and the
     next message will say so once the typo is fixed."""
+    budget = [MAX_COMPARISONS]
     for where, key, wanted in _wanted_values(spec):
-        found = _nearest(index, key, wanted, index.all)
+        found = _nearest(index, key, wanted, budget)
         if found:
             return (
                 f"; {where} {shown(key, 80)}={shown(wanted, 80)} matches no node: "
@@ -58,16 +59,11 @@ def _wanted_values(spec: Mapping[str, Any]) -> Iterator[tuple[str, str, str]]:
                         yield "node affinity", key, value
 
 
-def _nearest(index: NodeIndex, key: str, wanted: str, among: int) -> list[str]:
+def _nearest(index: NodeIndex, key: str, wanted: str, budget: list[int]) -> list[str]:
     ki = index.labels.get(key)
-    if ki is None or not wanted or len(wanted) > _LABEL_VALUE_MAX:
-        return []
-    if wanted in ki.values and as_bits(ki.values[wanted]) & among:
-        return []  # a real value: the nodes are refused for another reason
-    carried: list[str] = []
-    for value, nodes in ki.values.items():
-        if len(carried) >= MAX_VALUES:
-            break
-        if as_bits(nodes) & among:
-            carried.append(value)
-    return closest(wanted, carried)
+    if ki is None or not wanted or len(wanted) > _LABEL_VALUE_MAX or wanted in ki.values:
+        return []  # a value some node carries: the nodes are refused for another reason
+    if len(ki.values) > budget[0]:
+        return []  # a guess from a sample of the values would mislead
+    budget[0] -= len(ki.values)
+    return closest(wanted, list(ki.values))
