@@ -19,6 +19,7 @@ from webhook.core.scheduling import (
     node_listing,
     offered,
     pin_selector,
+    placement_spec,
     untolerated_among,
 )
 from webhook.core.text import PLACEHOLDER, is_placeholder, listing, shown
@@ -84,7 +85,7 @@ def _fix(
         # The pinned nodes may be tainted (dedicated GPU pools usually are): a pin
         # without the toleration would leave the pod Pending.
         pinned = good & inventory.index.label_bits(*pin)
-        taints = untolerated_among(pod.spec, inventory, pinned)
+        taints = untolerated_among(placement_spec(pod), inventory, pinned)
         if taints:
             text += f" and tolerate {listing(taints)}"
     return text + "."
