@@ -137,7 +137,7 @@ BROKEN = [
         [
             'document 1 (GPUPolicy "p"), line 10, field '
             "spec.parameters.classes.latency-sensitive.1: Input should be 'exclusive', "
-            "'mig', 'time-slicing' or 'mps' (got 'dedicated')"
+            "'mig', 'time-slicing', 'mps' or 'vgpu' (got 'dedicated')"
         ],
     ),
     (
@@ -204,7 +204,10 @@ BROKEN = [
     (
         "another kind",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
-        ["document 1 (line 1): kind must be GPUPolicy, WorkloadKinds or ClusterProfile, got 'ConfigMap'"],
+        [
+            "document 1 (line 1): kind must be GPUPolicy, WorkloadKinds or ClusterProfile, "
+            "got 'ConfigMap'"
+        ],
     ),
     (
         "not a mapping",

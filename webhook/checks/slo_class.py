@@ -46,6 +46,8 @@ _WHY = {
     "mps": "MPS clients split the GPU's memory but share its compute and fault domain, so "
     "another tenant's load or crash reaches this one",
     "mig": "a MIG slice is a fixed fraction of a GPU",
+    "vgpu": "a vGPU scheduler (HAMi, Volcano) splits the GPU between tenants, who share its "
+    "compute and fault domain with only software limits between them",
     "exclusive": "whole GPUs are reserved for other classes here",
 }
 
@@ -57,6 +59,8 @@ def _modes(accepted: tuple[SharingMode, ...]) -> str:
 def _mode_text(offer: Offer) -> str:
     if offer.sharing in ("time-slicing", "mps"):
         return f"{offer.sharing} ({offer.replicas} replicas per device)"
+    if offer.sharing == "vgpu":
+        return f"vgpu ({offer.replicas} vGPUs per device)"
     return offer.sharing
 
 

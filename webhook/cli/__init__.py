@@ -157,7 +157,7 @@ def check(
     try:
         policy_set = load_policies(policies_dir, cluster_profile=cluster_profile)
         try:
-            inv = read_inventory(inventory)
+            inv = read_inventory(inventory, read=policy_set.profile.node_facts)
         except GpuAdmissionError as exc:
             raise InputError(f"inventory did not load: {exc}") from None
     except InputError as exc:

@@ -90,6 +90,9 @@ def evaluate(
     report), never an allow. The one exception that leaves: a GpuAdmissionError for an
     object too large to judge (WorkloadError), which every shell reports as bad input."""
     kind, namespace = subject.kind, subject.namespace
+    # The offers as the cluster profile reads the nodes (the same snapshot when the
+    # shell built it so, as serve and check do).
+    inventory = inventory.reading(policy_set.profile.node_facts)
     try:
         workload = workload_of(subject.obj, custom=policy_set.custom_kinds)
         if workload is None:

@@ -23,9 +23,10 @@ wrote them, so reading them needs no declaration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from webhook.core.cloud_offers import Adapter
 from webhook.core.workloads import PodView, as_list
 
 ProfileName = Literal["generic", "gke", "eks", "aks"]
@@ -45,8 +46,23 @@ class ClusterProfile:
 
     name: ProfileName = "generic"
     extended_resource_toleration: bool = False
-    sharing: tuple[Mechanism, ...] = ()
+    sharing: tuple[Mechanism, ...] = MECHANISMS
     source: str = "built-in"  # the ClusterProfile document, or the --cluster-profile flag
+
+    # The node-fact adapters an inventory runs for this profile (cloud_offers): its
+    # cloud's labels, and the vGPU registers of the mechanisms in use. Derived once: the
+    # engine compares it with the inventory's on every request.
+    node_facts: frozenset[Adapter] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        found: set[Adapter] = set()
+        if "hami" in self.sharing:
+            found.add("hami")
+        if "volcano" in self.sharing:
+            found.add("volcano")
+        if self.name != "generic":
+            found.add(self.name)
+        object.__setattr__(self, "node_facts", frozenset(found))
 
 
 BUILTIN: dict[ProfileName, ClusterProfile] = {
