@@ -7,12 +7,15 @@
   `cloud.google.com/gke-max-shared-clients-per-gpu` (GKE docs "About GPU sharing
   strategies", concepts/timesharing-gpus), `cloud.google.com/gke-gpu-partition-size`
   (a MIG profile; nvidia.com/gpu is then one slice: GKE docs "Running multi-instance GPUs").
-- EKS with Karpenter: `karpenter.k8s.aws/instance-gpu-name`, `-gpu-manufacturer`,
-  `-gpu-count`, `-gpu-memory` (karpenter-provider-aws docs, "Instance Types" and
-  "Well-Known Labels"; the memory is EC2's GpuDeviceMemoryInfo.SizeInMiB per GPU, a
-  nominal size: g5's A10G is labelled 24576 where GFD reads 23028 on a g5.2xlarge, so a
-  catalog value for the named GPU wins when it is smaller); else the instance type's
-  family (`node.kubernetes.io/instance-type`: EC2 "Accelerated computing instances").
+- EKS with Karpenter: `karpenter.k8s.aws/instance-gpu-name` and `-gpu-memory`
+  (karpenter-provider-aws docs, concepts/scheduling.md "Well-Known Labels": "Name of the
+  GPU on the instance", "Number of mebibytes of memory on the GPU", e.g. t4 and 16384);
+  EKS Auto Mode's `eks.amazonaws.com/instance-gpu-*` alike. The memory is EC2's figure
+  per GPU, which can overstate what the device exposes (t4: 16384, where GFD reads
+  15360), so the catalog value of the named GPU wins when it is smaller. Else the
+  instance type's family (`node.kubernetes.io/instance-type`: EC2 "Accelerated
+  computing instances": g4dn T4, g5 A10G, g6 L4, g6e L40S, p3 V100, p4d A100 40GB,
+  p4de A100 80GB, p5 H100, p5e/p5en H200).
 - AKS: the VM size in `node.kubernetes.io/instance-type` where it names the GPU (Azure
   "NCasT4_v3", "NC A100 v4", "ND A100 v4", "NC H100 v5", "ND H100 v5" series pages);
   `kubernetes.azure.com/accelerator` says only the vendor (`nvidia`).
@@ -117,6 +120,9 @@ _KARPENTER: dict[tuple[str, int | None], str] = {
     ("v100", 16384): "v100-16gb",
     ("v100", 32768): "v100-32gb",
 }
+# Karpenter's labels, and EKS Auto Mode's of the same meaning (EKS user guide, "Target
+# AI/ML workloads to specific nodes with labels").
+_EKS_PREFIXES = ("karpenter.k8s.aws/", "eks.amazonaws.com/")
 # EC2 instance families (the part of node.kubernetes.io/instance-type before the dot).
 _EC2_FAMILIES: dict[str, str] = {
     "g4dn": "t4",
@@ -173,8 +179,9 @@ def node_facts(
             return _gke_facts(accelerator, labels)
     instance = labels.get("node.kubernetes.io/instance-type")
     if "eks" in read:
-        if "karpenter.k8s.aws/instance-gpu-name" in labels:
-            return _karpenter_facts(labels)
+        for prefix in _EKS_PREFIXES:
+            if prefix + "instance-gpu-name" in labels:
+                return _karpenter_facts(labels, prefix)
         family = _EC2_FAMILIES.get(instance.split(".", 1)[0]) if instance else None
         if family is not None:
             return _catalog(family, f"node.kubernetes.io/instance-type={instance}")
@@ -188,7 +195,7 @@ def node_facts(
 def _catalog(key: str, why: str) -> NodeFacts:
     gpu = GPUS[key]
     kind = "catalog value" if gpu.measured else "conservative estimate"
-    return NodeFacts(gpu.product, gpu.mib, f"{kind} for {gpu.product} ({why})")
+    return NodeFacts(gpu.product, gpu.mib, f"{kind} for {gpu.product}, by {why}")
 
 
 def _gke_facts(accelerator: str, labels: Mapping[str, str]) -> NodeFacts:
@@ -206,17 +213,16 @@ def _gke_facts(accelerator: str, labels: Mapping[str, str]) -> NodeFacts:
     return NodeFacts(facts.product, facts.mib, facts.memory_source, mode, replicas)
 
 
-def _karpenter_facts(labels: Mapping[str, str]) -> NodeFacts:
-    name = labels.get("karpenter.k8s.aws/instance-gpu-name", "").lower()
-    label = labels.get("karpenter.k8s.aws/instance-gpu-memory")
-    mib = _positive(label, default=0) or None
+def _karpenter_facts(labels: Mapping[str, str], prefix: str) -> NodeFacts:
+    """The instance's GPU by Karpenter's (or EKS Auto Mode's) labels: the catalog value
+    of the named GPU, unless the label's memory is smaller (it is EC2's figure)."""
+    name = labels.get(prefix + "instance-gpu-name", "").lower()[:80]
+    mib = _positive(labels.get(prefix + "instance-gpu-memory"), default=0) or None
     key = _KARPENTER.get((name, None)) or _KARPENTER.get((name, mib))
-    if key is not None:
-        known = GPUS[key]
-        if mib is None or known.mib <= mib:
-            return _catalog(key, f"karpenter.k8s.aws/instance-gpu-name={name}")
+    if key is not None and (mib is None or GPUS[key].mib <= mib):
+        return _catalog(key, f"{prefix}instance-gpu-name={name}")
     if mib is not None:
-        return NodeFacts(name, mib, "label karpenter.k8s.aws/instance-gpu-memory")
+        return NodeFacts(name, mib, f"label {prefix}instance-gpu-memory")
     return NodeFacts(name)
 
 

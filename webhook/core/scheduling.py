@@ -264,6 +264,9 @@ _PREFERRED_KEYS = (
     "nvidia.com/gpu.sharing-strategy",
     "nvidia.com/gpu.product",
     "nvidia.com/mig.strategy",
+    # Without GFD, the clouds' own names of the GPU (webhook.core.cloud_offers).
+    "cloud.google.com/gke-accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
 )
 _RANK = {k: i for i, k in enumerate(_PREFERRED_KEYS)}
 _NODE_UNIQUE_KEYS = ("kubernetes.io/hostname",)
