@@ -6,19 +6,19 @@ count. The one such addition the checks read is ExtendedResourceToleration
 (kubernetes plugin/pkg/admission/extendedresourcetoleration/admission.go): for every
 extended resource a container or init container requests it adds the toleration
 `{key: <resource>, operator: Exists, effect: NoSchedule}`. GKE and EKS run it:
-- GKE: "GKE automatically applies corresponding tolerations to Pods requesting GPUs by
-  running the ExtendedResourceToleration admission controller" (GKE docs, "Run GPUs in
-  Standard node pools", GPU node taints), on the taint `nvidia.com/gpu=present:NoSchedule`
-  it puts on GPU node pools;
-- EKS: every platform version enables it (EKS user guide, "View Amazon EKS platform
-  versions": "the following admission controllers are enabled: NodeRestriction,
-  ExtendedResourceToleration, ..."; since Kubernetes 1.19, aws/containers-roadmap#739).
+- GKE: it taints GPU node pools `nvidia.com/gpu=present:NoSchedule`, and "GKE will
+  automatically apply corresponding tolerations to Pods requesting GPUs by running the
+  ExtendedResourceToleration admission controller" (GKE docs how-to/gpus, as quoted in
+  kserve docs/samples/accelerators);
+- EKS: the admission controllers the EKS user guide lists as enabled on every platform
+  version ("View Amazon EKS platform versions") include ExtendedResourceToleration,
+  since Kubernetes 1.19 (aws/containers-roadmap#739).
 AKS does not (Azure/AKS#1449 asks for it; its GPU docs tell users to add the toleration
 for the `sku=gpu:NoSchedule` taint themselves).
 
-Node facts (GPU Feature Discovery, the clouds' labels, HAMi and Volcano) are read from
-every inventory whatever the profile (webhook.core.cloud_offers): their keys say who
-wrote them, so reading them needs no declaration.
+A profile also says which node facts besides GFD's labels the inventory reads
+(`node_facts`, webhook.core.cloud_offers): its cloud's labels, and the vGPU registers of
+the sharing mechanisms in use (HAMi, Volcano).
 """
 
 from __future__ import annotations
