@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 from builders import POLICIES
 from clirun import gpu_admission
+from reviews import review
+from servers import Server
 
 HERE = Path(__file__).parent
 NODES = HERE / "realworld_nodes"
@@ -329,3 +333,27 @@ def test_diff_applies_the_flag_to_both_sets(
     assert report["summary"]["changed"] == changed
     added = [f["rule"] for c in report["changed"] for f in c["added"]]
     assert added == ["no-candidate-node"] * changed
+
+
+def test_serve_reads_the_cluster_profile_and_its_reload(tmp_path: Path) -> None:
+    server = Server(tmp_path, "--inventory", str(NODES / "gke.yaml"))
+    try:
+        deployment = yaml.safe_load(T4_DEPLOYMENT)
+        before = server.validate(review(deployment)).json()["response"]
+        assert before["allowed"] is False
+        assert "so it would stay Pending forever" in before["status"]["message"]
+        (server.policies / "cluster-profile.yaml").write_text(
+            "apiVersion: gpu-admission.io/v1alpha1\nkind: ClusterProfile\n"
+            "metadata: {name: prod}\nspec: {profile: gke}\n"
+        )
+        deadline = time.monotonic() + 20
+        message = before["status"]["message"]
+        while "Pending forever" in message and time.monotonic() < deadline:
+            time.sleep(0.1)
+            message = server.validate(review(deployment)).json()["response"]["status"]["message"]
+        # The toleration GKE adds now counts, and the T4 pool's memory comes from its
+        # gke-accelerator label: the reload rebuilt the offers.
+        assert "Pending forever" not in message
+        assert "offers 15360 MiB (catalog value for Tesla-T4, by " in message
+    finally:
+        server.stop()

@@ -102,7 +102,8 @@ class State:
 
         with self._lock:
             try:
-                inventory = Inventory.from_parsed(parsed()).with_dra(self.inventory.dra)
+                read = self.policy_set.profile.node_facts
+                inventory = Inventory.from_parsed(parsed(), read=read).with_dra(self.inventory.dra)
             except GpuAdmissionError as exc:
                 self.inventory_error = str(exc)
                 log.error("inventory from the cluster not usable: %s", exc)
@@ -243,7 +244,7 @@ class State:
             self.inventory_synced_at = self.clock()
             return False
         try:
-            inventory = read_inventory(path)
+            inventory = read_inventory(path, read=self.policy_set.profile.node_facts)
         except GpuAdmissionError as exc:
             return self._inventory_failed(str(exc), initial)
         self._inventory_digest = digest
