@@ -35,6 +35,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 Mode = Literal["exclusive", "mig", "time-slicing", "mps", "vgpu"]
@@ -192,6 +193,7 @@ def node_facts(
     return NO_FACTS
 
 
+@lru_cache(maxsize=256)  # a few accelerator types per cluster: one value (and string) each
 def _catalog(key: str, why: str) -> NodeFacts:
     gpu = GPUS[key]
     kind = "catalog value" if gpu.measured else "conservative estimate"
