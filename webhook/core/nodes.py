@@ -1,9 +1,11 @@
 """The cluster's Nodes as the checks see them: labels, taints, and GPU offers.
 
-Built from Node objects (allocatable plus NVIDIA GPU Feature Discovery labels). Only
-what a check reads is kept: labels less the volatile ones (VOLATILE_LABELS), taints,
-and extended resources with a count, so two Node objects that differ only in a
-heartbeat, a condition, a resourceVersion or managedFields parse to equal Nodes.
+Built from Node objects (allocatable plus NVIDIA GPU Feature Discovery labels; where
+those are absent, the cluster profile's cloud labels and vGPU registers: cloud_offers).
+Only what a check reads is kept: labels less the volatile ones (VOLATILE_LABELS),
+taints, extended resources with a count, and the two vGPU register annotations, so two
+Node objects that differ only in a heartbeat, a condition, a resourceVersion or
+managedFields parse to equal Nodes.
 """
 
 from __future__ import annotations
