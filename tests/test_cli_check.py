@@ -356,7 +356,7 @@ def test_warn_and_dryrun_policies_exit_zero(runs: Any) -> None:
         (
             "not-policies",
             r"^Error: policies did not load:\n\S+/cdi-annotation\.yaml: document 1 \(line 4\): "
-            r"kind must be GPUPolicy or WorkloadKinds, got 'Pod'\n",
+            r"kind must be GPUPolicy, WorkloadKinds or ClusterProfile, got 'Pod'\n",
         ),
     ],
 )

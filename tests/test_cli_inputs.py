@@ -132,7 +132,7 @@ LOAD_FAILURES = [
     (
         ["--policies", "{tmp}/bad-policies"],
         "policies did not load:\n{tmp}/bad-policies/p.yaml: document 1 (line 1): "
-        "kind must be GPUPolicy or WorkloadKinds, got 'Nope'",
+        "kind must be GPUPolicy, WorkloadKinds or ClusterProfile, got 'Nope'",
     ),
 ]
 

@@ -137,7 +137,7 @@ BROKEN = [
         [
             'document 1 (GPUPolicy "p"), line 10, field '
             "spec.parameters.classes.latency-sensitive.1: Input should be 'exclusive', "
-            "'mig', 'time-slicing' or 'mps' (got 'dedicated')"
+            "'mig', 'time-slicing', 'mps' or 'vgpu' (got 'dedicated')"
         ],
     ),
     (
@@ -204,12 +204,15 @@ BROKEN = [
     (
         "another kind",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
-        ["document 1 (line 1): kind must be GPUPolicy or WorkloadKinds, got 'ConfigMap'"],
+        [
+            "document 1 (line 1): kind must be GPUPolicy, WorkloadKinds or ClusterProfile, "
+            "got 'ConfigMap'"
+        ],
     ),
     (
         "not a mapping",
         "- just\n- a list\n",
-        ["document 1 (line 1): kind must be GPUPolicy or WorkloadKinds, got None"],
+        ["document 1 (line 1): kind must be GPUPolicy, WorkloadKinds or ClusterProfile, got None"],
     ),
     (
         "workload kind without templates",

@@ -18,7 +18,7 @@ from webhook.core.inventory import Inventory
 from webhook.core.nearlabels import selector_hint
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import quantity_or_none
-from webhook.core.scheduling import candidates, first_offers, listed, rejection
+from webhook.core.scheduling import candidates, first_offers, listed, placement_spec, rejection
 from webhook.core.text import PLACEHOLDER, closest, is_placeholder, listing, plural, shown
 from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
@@ -218,7 +218,7 @@ def _no_candidate(pod: PodView, resource: str, inventory: Inventory, path: Path)
     total = advertisers.bit_count()
     hint = selector_hint(pod.spec, inventory.index)
     reasons = [
-        f"{o.node.name}: {rejection(pod.spec, o.node)}"
+        f"{o.node.name}: {rejection(placement_spec(pod), o.node)}"
         for o in first_offers(inventory, resource, 3)
     ]
     return Violation(

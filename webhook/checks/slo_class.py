@@ -19,6 +19,7 @@ from webhook.core.scheduling import (
     node_listing,
     offered,
     pin_selector,
+    placement_spec,
     untolerated_among,
 )
 from webhook.core.text import PLACEHOLDER, is_placeholder, listing, shown
@@ -45,6 +46,8 @@ _WHY = {
     "mps": "MPS clients split the GPU's memory but share its compute and fault domain, so "
     "another tenant's load or crash reaches this one",
     "mig": "a MIG slice is a fixed fraction of a GPU",
+    "vgpu": "a vGPU scheduler (HAMi, Volcano) splits the GPU between tenants, who share its "
+    "compute and fault domain with only software limits between them",
     "exclusive": "whole GPUs are reserved for other classes here",
 }
 
@@ -56,6 +59,8 @@ def _modes(accepted: tuple[SharingMode, ...]) -> str:
 def _mode_text(offer: Offer) -> str:
     if offer.sharing in ("time-slicing", "mps"):
         return f"{offer.sharing} ({offer.replicas} replicas per device)"
+    if offer.sharing == "vgpu":
+        return f"vgpu ({offer.replicas} vGPUs per device)"
     return offer.sharing
 
 
@@ -84,7 +89,7 @@ def _fix(
         # The pinned nodes may be tainted (dedicated GPU pools usually are): a pin
         # without the toleration would leave the pod Pending.
         pinned = good & inventory.index.label_bits(*pin)
-        taints = untolerated_among(pod.spec, inventory, pinned)
+        taints = untolerated_among(placement_spec(pod), inventory, pinned)
         if taints:
             text += f" and tolerate {listing(taints)}"
     return text + "."

@@ -14,6 +14,7 @@ import click
 from webhook import __version__
 from webhook.cli.lazy import LazyGroup
 from webhook.core.policy import PolicySet
+from webhook.core.profiles import PROFILE_NAMES
 from webhook.errors import GpuAdmissionError
 from webhook.sources.policy_files import load_policy_dir
 
@@ -42,9 +43,9 @@ class InputError(click.ClickException):
     exit_code = 2
 
 
-def load_policies(directory: str) -> PolicySet:
+def load_policies(directory: str, *, cluster_profile: str | None = None) -> PolicySet:
     try:
-        return load_policy_dir(directory)
+        return load_policy_dir(directory, cluster_profile=cluster_profile)  # type: ignore[arg-type]
     except GpuAdmissionError as exc:
         raise InputError(f"policies did not load:\n{exc}") from None
 
@@ -67,6 +68,13 @@ policies_option = click.option(
     show_default="shipped policies/",
     type=click.Path(file_okay=False),
     help="Directory of policy files (read recursively).",
+)
+cluster_profile_option = click.option(
+    "--cluster-profile",
+    type=click.Choice(PROFILE_NAMES),
+    default=None,
+    help="What the cluster adds at admission (gke, eks: ExtendedResourceToleration); "
+    "replaces a ClusterProfile document's spec.profile (default: the document's, else generic).",
 )
 inventory_option = click.option(
     "--inventory",
@@ -123,6 +131,7 @@ def main() -> None:
 
 @main.command()
 @policies_option
+@cluster_profile_option
 @inventory_option
 @click.option(
     "--output", "-o", type=click.Choice(["text", "json", "sarif", "junit"]), default="text"
@@ -131,6 +140,7 @@ def main() -> None:
 @click.argument("paths", nargs=-1, required=True)
 def check(
     policies_dir: str,
+    cluster_profile: str | None,
     inventory: str | None,
     output: str,
     color: bool,
@@ -145,9 +155,9 @@ def check(
     from webhook.sources.files import read_inventory
 
     try:
-        policy_set = load_policies(policies_dir)
+        policy_set = load_policies(policies_dir, cluster_profile=cluster_profile)
         try:
-            inv = read_inventory(inventory)
+            inv = read_inventory(inventory, read=policy_set.profile.node_facts)
         except GpuAdmissionError as exc:
             raise InputError(f"inventory did not load: {exc}") from None
     except InputError as exc:

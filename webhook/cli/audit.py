@@ -10,6 +10,7 @@ import click
 
 from webhook.cli import (
     InputError,
+    cluster_profile_option,
     color_option,
     inventory_option,
     live_cluster_options,
@@ -28,6 +29,7 @@ from webhook.sources.files import read_inventory
 
 @click.command()
 @policies_option
+@cluster_profile_option
 @inventory_option
 @click.option(
     "--from",
@@ -61,6 +63,7 @@ from webhook.sources.files import read_inventory
 @color_option
 def audit(
     policies_dir: str,
+    cluster_profile: str | None,
     inventory: str | None,
     from_files: tuple[str, ...],
     context: str | None,
@@ -81,7 +84,7 @@ def audit(
         raise click.UsageError("--apply writes OpenReports: use it with --output openreports")
     if from_files and (context or kubeconfig) and not apply_reports:
         raise click.UsageError("--context and --kubeconfig are for a live audit, not --from")
-    policy_set = load_policies(policies_dir)
+    policy_set = load_policies(policies_dir, cluster_profile=cluster_profile)
     progress = Progress()
     try:
         report = _run(

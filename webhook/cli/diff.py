@@ -8,6 +8,7 @@ import click
 
 from webhook.cli import (
     InputError,
+    cluster_profile_option,
     color_option,
     inventory_option,
     load_policies,
@@ -28,6 +29,7 @@ from webhook.sources.files import read_inventory
     help="The policies before the change (e.g. a checkout of the base branch).",
 )
 @policies_option
+@cluster_profile_option
 @inventory_option
 @click.option("--output", "-o", type=click.Choice(["text", "json"]), default="text")
 @color_option
@@ -35,6 +37,7 @@ from webhook.sources.files import read_inventory
 def diff(
     base_policies: str,
     policies_dir: str,
+    cluster_profile: str | None,
     inventory: str | None,
     output: str,
     color: bool,
@@ -45,8 +48,9 @@ def diff(
     Lists objects that become denied, become allowed, or whose findings change.
     Exit 0: nothing becomes denied; 1: something does; 2: usage or input errors.
     """
-    base = load_policies(base_policies)
-    head = load_policies(policies_dir)
+    # The cluster is the same before and after the change: the flag applies to both.
+    base = load_policies(base_policies, cluster_profile=cluster_profile)
+    head = load_policies(policies_dir, cluster_profile=cluster_profile)
     try:
         inv = read_inventory(inventory)
     except GpuAdmissionError as exc:

@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import Action, Policy, PolicySet
+from webhook.core.profiles import EXTENDED_RESOURCE_TOLERATION
 from webhook.core.subject import Subject as Subject  # re-exported: the engine's input
 from webhook.core.text import clip
 from webhook.core.unjudged import shape_findings, unconfigured
@@ -89,6 +90,9 @@ def evaluate(
     report), never an allow. The one exception that leaves: a GpuAdmissionError for an
     object too large to judge (WorkloadError), which every shell reports as bad input."""
     kind, namespace = subject.kind, subject.namespace
+    # The offers as the cluster profile reads the nodes (the same snapshot when the
+    # shell built it so, as serve and check do).
+    inventory = inventory.reading(policy_set.profile.node_facts)
     try:
         workload = workload_of(subject.obj, custom=policy_set.custom_kinds)
         if workload is None:
@@ -99,8 +103,11 @@ def evaluate(
     except Exception as exc:  # a bug in reading pod specs: could not evaluate
         return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
     pods = workload.pods
+    ert = policy_set.profile.extended_resource_toleration
     for pod in pods:
         pod.memo[NAMESPACE] = namespace  # what a DRA claim reference resolves in
+        if ert:  # the cluster adds tolerations: candidates count them (profiles.py)
+            pod.memo[EXTENDED_RESOURCE_TOLERATION] = True
     errors: list[str] = []
     matched = False
     for policy in policy_set.policies:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from webhook.core.cloud_offers import DEFAULT_READ, Adapter
 from webhook.core.dra import DRA_KINDS, DraSupply
 from webhook.core.dra import EMPTY as NO_DRA
 from webhook.core.idsets import ids_of
@@ -51,7 +52,7 @@ DRA_LISTS = tuple(k + "List" for k in sorted(DRA_KINDS))
 class Inventory:
     """Offers by resource name; `known` is False when no nodes were given at all."""
 
-    __slots__ = ("_memo", "_nodes", "_offers", "dra", "index", "known")
+    __slots__ = ("_memo", "_nodes", "_offers", "_views", "dra", "index", "known")
 
     def __init__(self, index: NodeIndex, *, known: bool = True, dra: DraSupply = NO_DRA) -> None:
         self.index = index
@@ -60,20 +61,38 @@ class Inventory:
         self._memo = Memo()
         self._nodes: tuple[Node, ...] | None = None
         self._offers: _Offers | None = None
+        self._views: dict[frozenset[Adapter], Inventory] = {}
 
     @classmethod
     def unknown(cls) -> Inventory:
         return cls(_EMPTY, known=False)
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[Mapping[str, Any]]) -> Inventory:
+    def from_nodes(
+        cls, nodes: Iterable[Mapping[str, Any]], *, read: frozenset[Adapter] = DEFAULT_READ
+    ) -> Inventory:
         """Node objects, parsed one at a time (the caller's objects can go as they are
-        read)."""
-        return cls.from_parsed(parse_node(n, index=i) for i, n in enumerate(nodes))
+        read); `read`: the node-fact adapters of the cluster profile."""
+        return cls.from_parsed((parse_node(n, index=i) for i, n in enumerate(nodes)), read=read)
 
     @classmethod
-    def from_parsed(cls, nodes: Iterable[Node]) -> Inventory:
-        return cls(NodeIndex.build(nodes))
+    def from_parsed(
+        cls, nodes: Iterable[Node], *, read: frozenset[Adapter] = DEFAULT_READ
+    ) -> Inventory:
+        return cls(NodeIndex.build(nodes, read=read))
+
+    def reading(self, read: frozenset[Adapter]) -> Inventory:
+        """These nodes with offers made by the adapters `read` (a policy set's cluster
+        profile): this snapshot when it was built so, else one built once and kept."""
+        if read is self.index.read or read == self.index.read:
+            return self
+        found = self._views.get(read)
+        if found is None:
+            if len(self._views) >= 4:  # a policy set or two at a time (diff: base, head)
+                self._views.clear()
+            index = NodeIndex.build(self.nodes, read=read)
+            found = self._views[read] = Inventory(index, known=self.known, dra=self.dra)
+        return found
 
     def with_node(self, obj: Mapping[str, Any]) -> Inventory:
         """This inventory with the Node object `obj` added or updated (by name)."""

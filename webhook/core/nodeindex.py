@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from immutables import Map
 
+from webhook.core.cloud_offers import DEFAULT_READ, Adapter
 from webhook.core.idsets import (
     IdSet,
     as_bits,
@@ -70,12 +71,13 @@ class NodeIndex:
     all: int
     next_id: int
     ordered_upto: int  # the nodes with an id below this are in name order
+    read: frozenset[Adapter] = DEFAULT_READ  # the node-fact adapters offers are made with
 
     # -- building -------------------------------------------------------------------
 
     @classmethod
-    def build(cls, nodes: Iterable[Node]) -> NodeIndex:
-        b = _Builder()
+    def build(cls, nodes: Iterable[Node], *, read: frozenset[Adapter] = DEFAULT_READ) -> NodeIndex:
+        b = _Builder(read)
         # Millions of objects that all live on: the cyclic collector would walk the
         # growing heap again and again for nothing (a third of the time at 50,000 nodes).
         collecting = gc.isenabled()
@@ -98,13 +100,13 @@ class NodeIndex:
             if self.next_id >= 2 * len(self.ids) + _SLACK:
                 # Ids are not reused, and a set is as long as its highest id: after as
                 # many adds as there are nodes (autoscaling churn), number them anew.
-                return NodeIndex.build([*self.nodes_in(self.all), node])
+                return NodeIndex.build([*self.nodes_in(self.all), node], read=self.read)
             return self._added(node)
         old = self.entries[i]
         if old.node == node:
             return self
         edit = _Edit(self, len(self.ids))
-        offers = _offers(node)
+        offers = _offers(node, self.read)
         edit.relabel(i, old.node.labels, node.labels)
         edit.retaint(i, old.node.taints, node.taints)
         edit.reoffer(i, old.offers, offers)
@@ -129,7 +131,7 @@ class NodeIndex:
         if ordered == i and (not self.all or node.name > self.last_node().name):
             ordered = i + 1
         edit = _Edit(self, len(self.ids) + 1)
-        offers = _offers(node)
+        offers = _offers(node, self.read)
         edit.relabel(i, {}, node.labels)
         edit.retaint(i, (), node.taints)
         edit.reoffer(i, {}, offers)
@@ -199,8 +201,8 @@ class NodeIndex:
         return names[:count], total
 
 
-def _offers(node: Node) -> dict[str, Offer]:
-    return {r: make_offer(node, r, c) for r, c in node.allocatable.items()}
+def _offers(node: Node, read: frozenset[Adapter]) -> dict[str, Offer]:
+    return {r: make_offer(node, r, c, read=read) for r, c in node.allocatable.items()}
 
 
 def _same_offer(a: Offer, b: Offer) -> bool:
@@ -210,7 +212,8 @@ def _same_offer(a: Offer, b: Offer) -> bool:
 class _Builder:
     """Collects id lists per label, taint and offer, then freezes them into sets."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: frozenset[Adapter]) -> None:
+        self.read = read
         self.entries: dict[int, Entry] = {}
         self.ids: dict[str, int] = {}
         self.labels: dict[str, dict[str, list[int]]] = {}
@@ -229,7 +232,7 @@ class _Builder:
         self.ids[node.name] = i
         if self.ordered_upto == i and (i == 0 or node.name > self._last):
             self.ordered_upto, self._last = i + 1, node.name
-        offers = _offers(node)
+        offers = _offers(node, self.read)
         self.entries[i] = Entry(node, offers)
         labels = self.labels
         for key, value in node.labels.items():
@@ -278,6 +281,7 @@ class _Builder:
             all=(1 << n) - 1,
             next_id=n,
             ordered_upto=self.ordered_upto,
+            read=self.read,
         )
 
 

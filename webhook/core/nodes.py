@@ -1,27 +1,41 @@
 """The cluster's Nodes as the checks see them: labels, taints, and GPU offers.
 
-Built from Node objects (allocatable plus NVIDIA GPU Feature Discovery labels). Only
-what a check reads is kept: labels less the volatile ones (VOLATILE_LABELS), taints,
-and extended resources with a count, so two Node objects that differ only in a
-heartbeat, a condition, a resourceVersion or managedFields parse to equal Nodes.
+Built from Node objects (allocatable plus NVIDIA GPU Feature Discovery labels; where
+those are absent, the cluster profile's cloud labels and vGPU registers: cloud_offers).
+Only what a check reads is kept: labels less the volatile ones (VOLATILE_LABELS),
+taints, extended resources with a count, and the two vGPU register annotations, so two
+Node objects that differ only in a heartbeat, a condition, a resourceVersion or
+managedFields parse to equal Nodes.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, Literal
 
 from webhook.core import mig_catalog
+from webhook.core.cloud_offers import (
+    DEFAULT_READ,
+    KEPT_ANNOTATIONS,
+    MAX_ANNOTATION,
+    NO_FACTS,
+    VOLCANO_VGPU,
+    Adapter,
+    node_facts,
+)
 from webhook.core.quantity import parse_quantity
 from webhook.core.text import shown
 from webhook.core.workloads import as_dict, as_list, str_map
 from webhook.errors import InventoryError, QuantityError
 
-SharingMode = Literal["exclusive", "mig", "time-slicing", "mps"]
-SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "time-slicing", "mps")
+# vgpu: a GPU split between tenants by a vGPU scheduler (HAMi, Volcano), each pod's
+# share of memory and compute enforced in the container, not by the hardware.
+SharingMode = Literal["exclusive", "mig", "time-slicing", "mps", "vgpu"]
+SHARING_MODES: tuple[SharingMode, ...] = ("exclusive", "mig", "time-slicing", "mps", "vgpu")
 _STRATEGY_MODES: dict[str, SharingMode] = {"time-slicing": "time-slicing", "mps": "mps"}
 
 # Labels whose value changes without anything about the node changing, left out of the
@@ -32,6 +46,9 @@ _STRATEGY_MODES: dict[str, SharingMode] = {"time-slicing": "time-slicing", "mps"
 #   labelling pass (NVIDIA/k8s-device-plugin internal/lm/timestamp.go; every
 #   sleepInterval, 60 s by default). Selecting on it makes no sense: it names a moment.
 VOLATILE_LABELS = frozenset({"nvidia.com/gfd.timestamp"})
+
+
+NO_ANNOTATIONS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +64,8 @@ class Node:
     labels: Mapping[str, str]
     taints: tuple[Taint, ...]
     allocatable: Mapping[str, int]  # extended resources only, count > 0
+    # Only the vGPU registers (cloud_offers.KEPT_ANNOTATIONS), each bounded in length.
+    annotations: Mapping[str, str] = field(default_factory=lambda: NO_ANNOTATIONS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +124,17 @@ def parse_node(obj: Mapping[str, Any], *, index: int = 0) -> Node:
             ) from None
         if count >= 1:
             allocatable[str(resource)] = int(count)
-    return Node(sys.intern(name), _labels(meta.get("labels")), taints, allocatable)
+    labels = _labels(meta.get("labels"))
+    return Node(sys.intern(name), labels, taints, allocatable, _kept(meta.get("annotations")))
+
+
+def _kept(raw: object) -> Mapping[str, str]:
+    """The annotations an offer reads (HAMi's and Volcano's device registers), cut to
+    MAX_ANNOTATION characters; every other annotation changes nothing a check reads."""
+    if not isinstance(raw, Mapping):
+        return NO_ANNOTATIONS
+    found = {k: raw[k][:MAX_ANNOTATION] for k in KEPT_ANNOTATIONS if isinstance(raw.get(k), str)}
+    return found or NO_ANNOTATIONS
 
 
 def _labels(raw: object) -> dict[str, str]:
@@ -123,28 +152,45 @@ def _labels(raw: object) -> dict[str, str]:
     return out
 
 
-def make_offer(node: Node, resource: str, count: int) -> Offer:
+def make_offer(
+    node: Node, resource: str, count: int, *, read: frozenset[Adapter] = DEFAULT_READ
+) -> Offer:
+    """`read`: the node-fact adapters besides GFD's labels (ClusterProfile.node_facts)."""
     labels = node.labels
     product = labels.get("nvidia.com/gpu.product", "")
     profile = mig_catalog.profile_for_resource(resource)
     if profile is not None:
         return _mig_offer(node, resource, count, profile, product)
     if resource in ("nvidia.com/gpu", "nvidia.com/gpu.shared"):
-        return _gpu_offer(node, resource, count, product)
+        return _gpu_offer(node, resource, count, product, read)
+    if resource == VOLCANO_VGPU:  # Volcano's vGPU device plugin: slots of split GPUs
+        f = node_facts(node.labels, node.annotations, read=read)
+        mib, source = (f.mib, f.memory_source) if f.mode == "vgpu" else (None, "no memory label")
+        return Offer(resource, node, count, "vgpu", f.replicas, mib, source, product or f.product)
     return Offer(resource, node, count, "exclusive", 1, None, "no memory label", product)
 
 
-def _gpu_offer(node: Node, resource: str, count: int, product: str) -> Offer:
+def _gpu_offer(
+    node: Node, resource: str, count: int, product: str, read: frozenset[Adapter]
+) -> Offer:
     labels = node.labels
-    replicas = _int_label(labels, "nvidia.com/gpu.replicas") or 1
+    # Without GFD's product label (or with a vGPU register), the cloud's labels and the
+    # vGPU schedulers' facts say what GFD would have (webhook.core.cloud_offers).
+    wanted = read and (node.annotations or not product)
+    facts = node_facts(labels, node.annotations, read=read) if wanted else NO_FACTS
+    product = product or facts.product
+    replicas = _int_label(labels, "nvidia.com/gpu.replicas") or facts.replicas
     mode: SharingMode = _STRATEGY_MODES.get(
-        labels.get("nvidia.com/gpu.sharing-strategy", ""), "exclusive"
+        labels.get("nvidia.com/gpu.sharing-strategy", ""), facts.mode or "exclusive"
     )
+    if facts.mode == "vgpu":
+        mode = "vgpu"
     if mode == "exclusive" and (
         resource.endswith(".shared") or replicas > 1 or product.endswith("-SHARED")
     ):
         mode = "time-slicing"
-    # MIG single strategy: nvidia.com/gpu is a slice, named in the product suffix.
+    # MIG single strategy: nvidia.com/gpu is a slice, named in the product suffix (GFD)
+    # or in GKE's partition-size label.
     mig_single = labels.get("nvidia.com/mig.strategy") == "single" and "-MIG-" in product
     if mig_single and mode == "exclusive":
         mode = "mig"
@@ -153,14 +199,27 @@ def _gpu_offer(node: Node, resource: str, count: int, product: str) -> Offer:
         return Offer(
             resource, node, count, mode, replicas, memory, "label nvidia.com/gpu.memory", product
         )
+    profile = facts.mig_profile
     if mig_single:
         profile = product.split("-MIG-", 1)[1].removesuffix("-SHARED")
-        found = mig_catalog.profile_memory(profile, product=product)
-        if found is not None:
-            return Offer(
-                resource, node, count, mode, replicas, found.mib, found.describe(), product
-            )
-    return Offer(resource, node, count, mode, replicas, None, "no memory label", product)
+    if profile is not None:
+        return _slice_offer(node, resource, count, mode, replicas, profile, product)
+    return Offer(resource, node, count, mode, replicas, facts.mib, facts.memory_source, product)
+
+
+def _slice_offer(
+    node: Node,
+    resource: str,
+    count: int,
+    mode: SharingMode,
+    replicas: int,
+    profile: str,
+    product: str,
+) -> Offer:
+    found = mig_catalog.profile_memory(profile, product=product or None)
+    if found is None:
+        return Offer(resource, node, count, mode, replicas, None, "no memory label", product)
+    return Offer(resource, node, count, mode, replicas, found.mib, found.describe(), product)
 
 
 def _mig_offer(node: Node, resource: str, count: int, profile: str, product: str) -> Offer:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from webhook.core.check import Check, CheckParams
+from webhook.core.profiles import GENERIC, ClusterProfile, Mechanism, ProfileName
 from webhook.core.shapes import KindShape
 from webhook.core.text import glob_matcher
 
@@ -143,6 +144,22 @@ class WorkloadKindsDocument(_Strict):
     spec: WorkloadKindsSpec
 
 
+class ClusterProfileSpec(_Strict):
+    """What the cluster adds at admission (webhook.core.profiles); unset fields follow
+    the named built-in profile."""
+
+    profile: ProfileName = "generic"
+    extendedResourceToleration: bool | None = None
+    sharing: list[Mechanism] | None = Field(default=None, max_length=16)
+
+
+class ClusterProfileDocument(_Strict):
+    apiVersion: Literal["gpu-admission.io/v1alpha1"]
+    kind: Literal["ClusterProfile"]
+    metadata: Metadata
+    spec: ClusterProfileSpec = Field(default_factory=ClusterProfileSpec)
+
+
 @dataclass(frozen=True, slots=True)
 class Policy:
     """A loaded policy: its check resolved and its parameters validated."""
@@ -170,6 +187,7 @@ class PolicySet:
     digest: str  # sha256 of the files' bytes: which policy set judged a request
     # An object of no configured kind that requests GPUs: a finding with this action.
     unconfigured_gpu_action: Action | Literal["ignore"] = "warn"
+    profile: ClusterProfile = GENERIC  # what the cluster adds at admission
 
 
 def compile_match(match: Match) -> Callable[[str, str], bool]:

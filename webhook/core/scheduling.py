@@ -21,6 +21,7 @@ from typing import Any
 from webhook.core.idsets import Membership, as_bits, first, lowest
 from webhook.core.inventory import Inventory, Node, Offer, Taint
 from webhook.core.nodeindex import NodeIndex
+from webhook.core.profiles import placement_spec
 from webhook.core.selection import HARD_EFFECTS, allowed, tolerates
 from webhook.core.text import listing, shown
 from webhook.core.workloads import PodView, as_dict, as_list
@@ -86,17 +87,18 @@ class Candidates:
 
 
 def candidates(pod: PodView, resource: str, inventory: Inventory) -> Candidates:
-    """The offers of `resource` on nodes this pod may be scheduled to."""
+    """The offers of `resource` on nodes this pod may be scheduled to (with the
+    tolerations the cluster profile adds at admission)."""
     digest = pod.memo.get("constraints")
     if digest is None:
-        digest = pod.memo["constraints"] = _constraints_digest(pod.spec)
+        digest = pod.memo["constraints"] = _constraints_digest(placement_spec(pod))
     key = (resource, digest)
     found = inventory.memo(key)
     if found is None:
         index = inventory.index
         ok = inventory.memo(digest)
         if ok is None:
-            ok = allowed(pod.spec, index)
+            ok = allowed(placement_spec(pod), index)
             inventory.remember(digest, ok, sys.getsizeof(ok) + 64)
         ri = index.resources.get(resource)
         found = Candidates(index, resource, ok & ri.bits if ri is not None else 0)
@@ -262,6 +264,9 @@ _PREFERRED_KEYS = (
     "nvidia.com/gpu.sharing-strategy",
     "nvidia.com/gpu.product",
     "nvidia.com/mig.strategy",
+    # Without GFD, the clouds' own names of the GPU (webhook.core.cloud_offers).
+    "cloud.google.com/gke-accelerator",
+    "karpenter.k8s.aws/instance-gpu-name",
 )
 _RANK = {k: i for i, k in enumerate(_PREFERRED_KEYS)}
 _NODE_UNIQUE_KEYS = ("kubernetes.io/hostname",)
@@ -367,6 +372,7 @@ __all__ = [
     "offered",
     "pin_selector",
     "pinning_selector",
+    "placement_spec",
     "rejection",
     "taint_text",
     "untolerated_among",

@@ -102,7 +102,8 @@ class State:
 
         with self._lock:
             try:
-                inventory = Inventory.from_parsed(parsed()).with_dra(self.inventory.dra)
+                read = self.policy_set.profile.node_facts
+                inventory = Inventory.from_parsed(parsed(), read=read).with_dra(self.inventory.dra)
             except GpuAdmissionError as exc:
                 self.inventory_error = str(exc)
                 log.error("inventory from the cluster not usable: %s", exc)
@@ -182,7 +183,9 @@ class State:
         self._report_unparsable()
 
     def _swap_inventory(self, inventory: Inventory) -> None:
-        self.inventory = inventory
+        # Offers as the policy set's cluster profile reads nodes (one build when it
+        # differs; updates then keep it).
+        self.inventory = inventory.reading(self.policy_set.profile.node_facts)
         self.inventory_synced_at = self.clock()
         self.inventory_synced = True
         self._report_unparsable()
@@ -222,7 +225,9 @@ class State:
             metrics.RELOAD_ERROR.set(1)
             log.error("policy reload failed, still serving %s: %s", self.policy_set.digest, exc)
             return False
-        self.policy_set, self.policy_error = policy_set, None
+        with self._lock:  # the Node watcher swaps snapshots under it too
+            self.policy_set, self.policy_error = policy_set, None
+            self.inventory = self.inventory.reading(policy_set.profile.node_facts)
         metrics.RELOADS.labels("success").inc()
         metrics.RELOAD_ERROR.set(0)
         log.info("policies reloaded: %s (%d policies)", policy_set.digest, len(policy_set.policies))
@@ -239,7 +244,7 @@ class State:
             self.inventory_synced_at = self.clock()
             return False
         try:
-            inventory = read_inventory(path)
+            inventory = read_inventory(path, read=self.policy_set.profile.node_facts)
         except GpuAdmissionError as exc:
             return self._inventory_failed(str(exc), initial)
         self._inventory_digest = digest

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
+from webhook.core.cloud_offers import DEFAULT_READ, Adapter
 from webhook.core.dra import DRA_KINDS, DraSupply
 from webhook.core.dra import EMPTY as NO_DRA
 from webhook.core.inventory import Inventory
@@ -78,19 +79,19 @@ def iter_objects(name: str, data: bytes) -> Iterator[SourceObject | Document]:
             yield SourceObject(source, doc, (), obj)
 
 
-def read_inventory(name: str | None) -> Inventory:
+def read_inventory(name: str | None, *, read: frozenset[Adapter] = DEFAULT_READ) -> Inventory:
     """Nodes as `kubectl get nodes -o json|yaml` writes them, and DRA objects beside them
     (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, Namespaces:
     Lists or single objects); a directory: every YAML/JSON file in it. No file: an
-    unknown inventory."""
+    unknown inventory. `read`: the cluster profile's node-fact adapters."""
     if name is None:
         return Inventory.unknown()
     if FsPath(name).is_dir():
         files = list(expand_paths([name]))
         if not files:
             raise InventoryError(f"{name}: no .yaml, .yml or .json file in the directory")
-        return _inventory(_chain(files), name)
-    return _inventory(_file_objects(name), name)
+        return _inventory(_chain(files), name, read)
+    return _inventory(_file_objects(name), name, read)
 
 
 def _chain(files: list[str]) -> Iterator[Mapping[str, Any]]:
@@ -114,7 +115,9 @@ def _file_objects(name: str) -> Iterator[Mapping[str, Any]]:
         yield from exact_objects(data, source=name)
 
 
-def _inventory(objects: Iterable[Mapping[str, Any]], name: str) -> Inventory:
+def _inventory(
+    objects: Iterable[Mapping[str, Any]], name: str, read: frozenset[Adapter]
+) -> Inventory:
     dra: list[Mapping[str, Any]] = []
 
     def nodes() -> Iterator[Mapping[str, Any]]:
@@ -126,7 +129,7 @@ def _inventory(objects: Iterable[Mapping[str, Any]], name: str) -> Inventory:
                 yield obj
 
     try:
-        inventory = Inventory.from_nodes(nodes())
+        inventory = Inventory.from_nodes(nodes(), read=read)
     except InventoryError as exc:
         raise InventoryError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
     return inventory.with_dra(dra_supply(dra)) if dra else inventory

@@ -13,12 +13,14 @@ from webhook.checks import registry
 from webhook.core.check import Check
 from webhook.core.policy import (
     Action,
+    ClusterProfileDocument,
     CustomKind,
     Policy,
     PolicyDocument,
     PolicySet,
     WorkloadKindsDocument,
 )
+from webhook.core.profiles import GENERIC, ClusterProfile, ProfileName, profile
 from webhook.core.shapes import ContainerShape, KindShape, PodShape
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
@@ -26,12 +28,16 @@ from webhook.sources.yamlsource import Document, iter_documents
 TESTS_DIR = "tests"  # `gpu-admission test` suites and their Node lists: not policies
 
 
-def load_policy_dir(directory: str | FsPath) -> PolicySet:
-    """Every policy file below `directory`; all errors at once, in one PolicyError."""
+def load_policy_dir(
+    directory: str | FsPath, *, cluster_profile: ProfileName | None = None
+) -> PolicySet:
+    """Every policy file below `directory`; all errors at once, in one PolicyError.
+    `cluster_profile` (the --cluster-profile flag) takes the place of the ClusterProfile
+    document's spec.profile; the document's other settings still apply."""
     root = FsPath(directory)
     if not root.is_dir():
         raise PolicyError(f"{root}: policy directory not found")
-    return load_policy_files(policy_files(root), root=root)
+    return load_policy_files(policy_files(root), root=root, cluster_profile=cluster_profile)
 
 
 def policy_files(root: FsPath) -> list[FsPath]:
@@ -60,10 +66,16 @@ def read_files(files: Sequence[FsPath], root: FsPath | None) -> list[tuple[str, 
     return [(str(p.relative_to(root) if root else p), p.read_bytes()) for p in files]
 
 
-def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) -> PolicySet:
+def load_policy_files(
+    files: Sequence[FsPath],
+    *,
+    root: FsPath | None = None,
+    cluster_profile: ProfileName | None = None,
+) -> PolicySet:
     policies: list[Policy] = []
     kinds: list[KindShape] = []
     settings: list[Action | Literal["ignore"]] = []
+    profiles: list[tuple[str, ClusterProfileDocument]] = []
     errors: list[str] = []
     checks = registry()
     contents: list[tuple[str, bytes]] = []
@@ -78,19 +90,44 @@ def load_policy_files(files: Sequence[FsPath], *, root: FsPath | None = None) ->
             documents = 0
             for doc in iter_documents(data, source=str(path)):
                 documents += 1
-                _load_document(doc, str(path), checks, policies, (kinds, settings), errors)
+                _load_document(
+                    doc, str(path), checks, policies, (kinds, settings, profiles), errors
+                )
         except ManifestError as exc:
             errors.append(str(exc))
             continue
         if documents == 0:
             errors.append(empty_file_error(path))
     errors += _duplicates(policies)
+    if len(profiles) > 1:
+        where = ", ".join(w for w, _ in profiles)
+        errors.append(f"more than one ClusterProfile document: {where}; keep one")
     if errors:
         raise PolicyError("\n".join(errors))
     if not policies:
         raise PolicyError(f"{root or 'policy files'}: no GPUPolicy documents found")
     return PolicySet(
-        tuple(policies), tuple(kinds), files_digest(contents)[:16], _strictest(settings)
+        tuple(policies),
+        tuple(kinds),
+        files_digest(contents)[:16],
+        _strictest(settings),
+        _profile(profiles[0] if profiles else None, cluster_profile),
+    )
+
+
+def _profile(
+    found: tuple[str, ClusterProfileDocument] | None, flag: ProfileName | None
+) -> ClusterProfile:
+    """The policy set's ClusterProfile: the document's, with the flag's profile name."""
+    if found is None:
+        return GENERIC if flag is None else profile(flag, source="--cluster-profile")
+    where, doc = found
+    spec = doc.spec
+    return profile(
+        spec.profile if flag is None else flag,
+        extended_resource_toleration=spec.extendedResourceToleration,
+        sharing=None if spec.sharing is None else tuple(spec.sharing),
+        source=where if flag is None else f"{where} and --cluster-profile",
     )
 
 
@@ -162,24 +199,35 @@ def _load_document(
     source: str,
     checks: Mapping[str, Check],
     policies: list[Policy],
-    shapes: tuple[list[KindShape], list[Action | Literal["ignore"]]],
+    shapes: tuple[
+        list[KindShape],
+        list[Action | Literal["ignore"]],
+        list[tuple[str, ClusterProfileDocument]],
+    ],
     errors: list[str],
 ) -> None:
     data = doc.data
     kind = data.get("kind") if isinstance(data, Mapping) else None
     where = f"{source}: document {doc.index} (line {doc.line})"
-    model: type[PolicyDocument] | type[WorkloadKindsDocument]
+    model: type[PolicyDocument] | type[WorkloadKindsDocument] | type[ClusterProfileDocument]
     if kind == "GPUPolicy":
         model = PolicyDocument
     elif kind == "WorkloadKinds":
         model = WorkloadKindsDocument
+    elif kind == "ClusterProfile":
+        model = ClusterProfileDocument
     else:
-        errors.append(f"{where}: kind must be GPUPolicy or WorkloadKinds, got {kind!r}")
+        errors.append(
+            f"{where}: kind must be GPUPolicy, WorkloadKinds or ClusterProfile, got {kind!r}"
+        )
         return
     try:
         parsed = model.model_validate(data)
     except ValidationError as exc:
         errors.extend(_explain(exc, where, doc))
+        return
+    if isinstance(parsed, ClusterProfileDocument):
+        shapes[2].append((f"{source}: document {doc.index}", parsed))
         return
     if isinstance(parsed, WorkloadKindsDocument):
         kinds_spec, name = parsed.spec, parsed.metadata.name
