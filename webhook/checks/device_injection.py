@@ -26,6 +26,7 @@ from webhook.core.access import (
     pod_access,
 )
 from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.hostpaths import device_vendors
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
 from webhook.core.text import shown
@@ -40,6 +41,17 @@ BYPASS = (
     "hand the same GPU to another Pod"
 )
 LATER = "an ephemeral container kubectl debug adds under that name would get them"
+# What a host path of another vendor's GPU is replaced with (webhook.core.hostpaths
+# device_vendors): that vendor's device plugin mounts the device nodes itself.
+VENDOR_FIX = {
+    ("AMD",): "request GPUs through resources.limits (amd.com/gpu: 1) so the AMD device "
+    "plugin allocates them (it mounts /dev/kfd and the GPU's /dev/dri render node itself)",
+    ("Intel",): "request GPUs through resources.limits (gpu.intel.com/i915: 1, or "
+    "gpu.intel.com/xe: 1 on nodes with the xe driver) so the Intel GPU plugin allocates them",
+    ("AMD", "Intel"): "request GPUs through resources.limits so the device plugin allocates "
+    "them: amd.com/gpu: 1 for an AMD GPU, gpu.intel.com/i915: 1 (or gpu.intel.com/xe: 1) for "
+    "an Intel GPU (/dev/dri alone does not say whose GPU the node has)",
+}
 
 
 class Params(CheckParams):
@@ -116,8 +128,20 @@ def _text(value: object, limit: int = 100) -> str:
     return shown(value[: limit + 1] if isinstance(value, str) else value, limit)
 
 
+def _host_fix(g: Grant, access: PodAccess) -> str:
+    """The fix for the vendor whose devices the path holds; /dev/dri is AMD's when the
+    pod mounts AMD's /dev/kfd too (a ROCm pod mounts both)."""
+    vendors = device_vendors(g.name)
+    if len(vendors) > 1 and any(
+        device_vendors(o.name) == ("AMD",) for o in access.grants if o.channel == "host-path"
+    ):
+        vendors = ("AMD",)
+    return VENDOR_FIX.get(vendors, FIX)
+
+
 def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
     detail: HostPath = g.value
+    fix = _host_fix(g, access)
     if detail.sub_path is not None:
         (c,) = g.reaches
         field = str(g.path[-1])
@@ -127,7 +151,7 @@ def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
             f'{c.label} mounts hostPath volume "{_text(detail.volume)}" (host path '
             f'"{_text(detail.volume_path)}") with {field} "{_text(detail.sub_path)}" '
             f'({format_path(g.path)}), which is host path "{_text(g.name)}", {g.why}: '
-            f"{BYPASS}. Remove the {field} (or the volume) and {FIX}.",
+            f"{BYPASS}. Remove the {field} (or the volume) and {fix}.",
         )
     into = (
         f"mounted by {', '.join(c.label for c in g.reaches)}"
@@ -140,7 +164,7 @@ def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
         g.path,
         f'hostPath volume "{_text(detail.volume)}" ({format_path(g.path)}) exposes host path '
         f'"{_text(g.name)}"{origin}, {g.why}, {into}: {BYPASS}. Remove the hostPath volume '
-        f"and {FIX}.",
+        f"and {fix}.",
     )
 
 

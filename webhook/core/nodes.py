@@ -17,6 +17,7 @@ from typing import Any, Literal
 from webhook.core import mig_catalog
 from webhook.core.quantity import parse_quantity
 from webhook.core.text import shown
+from webhook.core.vendor_offers import vendor_facts
 from webhook.core.workloads import as_dict, as_list, str_map
 from webhook.errors import InventoryError, QuantityError
 
@@ -131,6 +132,9 @@ def make_offer(node: Node, resource: str, count: int) -> Offer:
         return _mig_offer(node, resource, count, profile, product)
     if resource in ("nvidia.com/gpu", "nvidia.com/gpu.shared"):
         return _gpu_offer(node, resource, count, product)
+    vendor = vendor_facts(labels, resource, count)  # AMD, Intel: webhook.core.vendor_offers
+    if vendor is not None:
+        return Offer(resource, node, count, *vendor)
     return Offer(resource, node, count, "exclusive", 1, None, "no memory label", product)
 
 
