@@ -29,6 +29,7 @@ from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.hostpaths import device_vendors
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
+from webhook.core.scheduling import allowed_nodes
 from webhook.core.text import shown
 from webhook.core.workloads import ContainerRef, PodView
 
@@ -278,6 +279,44 @@ def _device_annotation(g: Grant, access: PodAccess, params: Params) -> Violation
     )
 
 
+# Labels only GPU nodes carry, for nodes whose device plugin advertises nothing (yet):
+# the GPU Operator's nvidia.com/gpu.present, GFD's product, the AMD and Intel labellers'.
+GPU_NODE_LABELS = (
+    "nvidia.com/gpu.present",
+    "nvidia.com/gpu.product",
+    "amd.com/gpu.product-name",
+    "beta.amd.com/gpu.product-name",
+    "gpu.intel.com/gpu-numbers",
+)
+OTHER_VENDORS = frozenset({"amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe"})
+
+
+def gpu_nodes(inventory: Inventory, params: Params) -> int:
+    """The nodes that have GPUs: they offer a GPU resource or carry a GPU label
+    (worked out once per inventory snapshot and policy)."""
+    key = ("gpu-nodes", params.rules.gpus)
+    found = inventory.memo(key)
+    if found is None:
+        index = inventory.index
+        is_gpu = params.rules.gpus.is_gpu
+        found = 0
+        for name, ri in index.resources.items():
+            if is_gpu(name) or name in OTHER_VENDORS:
+                found |= ri.bits
+        for label in GPU_NODE_LABELS:
+            found |= index.key_bits(label)
+        inventory.remember(key, found, found.bit_length() // 8 + 64)
+    return found  # type: ignore[no-any-return]
+
+
+def _reaches_gpu_node(pod: PodView, inventory: Inventory, params: Params) -> bool:
+    # A privileged TPU job pinned to TPU nodes never sees a GPU: only an inventory can
+    # tell, so without one the finding stands.
+    if not inventory.known:
+        return True
+    return bool(allowed_nodes(pod, inventory) & gpu_nodes(inventory, params))
+
+
 def _privileged(g: Grant, access: PodAccess, params: Params) -> Violation | None:
     if not params.deny_privileged:
         return None
@@ -310,6 +349,8 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterable[Violatio
         return ()  # nearly every pod: no generator to start
     found = []
     for grant in access.grants:  # by channel: the order of the rules below
+        if grant.channel == "privileged" and not _reaches_gpu_node(pod, inventory, params):
+            continue
         report = REPORTS.get(grant.channel)
         violation = report(grant, access, params) if report is not None else None
         if violation is not None:

@@ -9,6 +9,7 @@ or its fraction of the memory of the devices where it can land.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from fractions import Fraction
 from functools import cached_property
@@ -21,7 +22,7 @@ from webhook.core.inventory import Inventory, Offer
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import format_mib, to_mib
 from webhook.core.scheduling import Candidates, candidates, node_listing, offered, pin_selector
-from webhook.core.shares import asks, memory_key
+from webhook.core.shares import asks, memory_request
 from webhook.core.text import PLACEHOLDER, is_placeholder, matches_any, shown
 from webhook.core.workloads import PodView, ResourceAmount
 from webhook.errors import QuantityError
@@ -295,7 +296,8 @@ def _judge_share(
     pod: PodView, share: Share, peak: Fraction, inventory: Inventory, params: Params
 ) -> Iterator[Violation]:
     needs = _Needs(peak, params.label, pod.labels[params.label])
-    ask = f"Ask for at least {format_mib(peak)} per device with {memory_key(share)}"
+    mib = math.ceil(peak)
+    ask = f"Ask for at least {format_mib(peak)} per device ({memory_request(share, mib)})"
     if share.problem:
         yield Violation(
             "unknown-device-memory",

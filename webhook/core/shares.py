@@ -279,8 +279,8 @@ def mig_option(share: Share) -> str | None:
 _MEMORY_KEY = {f.number: f.memory for f in _FAMILIES}
 
 
-def memory_key(share: Share) -> str:
-    """The field that asks for the share in MiB, in words."""
+def memory_request(share: Share, mib: int) -> str:
+    """The field that asks the share's system for `mib` MiB per device, as written."""
     if share.mechanism == "KAI scheduler":
-        return "the gpu-memory annotation"
-    return _MEMORY_KEY.get(share.resource, _GPU_SHARE)
+        return f'annotation gpu-memory: "{mib}"'
+    return f"{_MEMORY_KEY.get(share.resource, _GPU_SHARE)}: {mib}"
