@@ -19,7 +19,7 @@ from webhook.core import mig_catalog
 from webhook.core.access import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
-from webhook.core.paths import Path, format_path
+from webhook.core.paths import format_path
 from webhook.core.quantity import format_mib, to_mib
 from webhook.core.scheduling import Candidates, candidates, node_listing, offered, pin_selector
 from webhook.core.shares import asks, memory_request
@@ -52,7 +52,7 @@ def _gpu_amounts(
 ) -> dict[str, ResourceAmount]:
     """The first request (count above zero) of each GPU resource the pod asks for, less
     those a share of the same container stands for (HAMi's nvidia.com/gpu by gpumem)."""
-    covered = {(id(s.container), s.resource) for s in shares}
+    covered = {(id(s.container), s.resource) for s in shares} if shares else None
     first: dict[str, ResourceAmount] = {}
     for a in gpu_requests(pod, gpus=params.gpus):
         if not covered or (id(a.container), a.resource) not in covered:
@@ -70,13 +70,17 @@ def _add_label(pod: PodView, label: str) -> str:
     return f"Add the label to the pod (template) metadata, e.g. {label}: {EXAMPLE}."
 
 
-def _peak(pod: PodView, params: Params, what: str, path: Path) -> Fraction | Violation:
+def _peak(pod: PodView, params: Params, first: ResourceAmount | Share) -> Fraction | Violation:
     label_path = (*pod.metadata_path, "labels", params.label)
     raw = pod.labels.get(params.label)
     if raw is None:
+        if isinstance(first, Share):
+            what = asks(first)
+        else:
+            what = f"{first.container.label} requests {first.resource}"
         return Violation(
             "missing-peak-memory",
-            path,
+            first.path,
             f"{what} but the pod has no "
             f"{params.label} label: without the peak GPU memory per device nothing can tell "
             f"whether the model fits the device. {_add_label(pod, params.label)}",
@@ -268,10 +272,7 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
     if not amounts and not shares:
         return
     first = next(iter(amounts.values()), None)
-    if first is not None:
-        peak = _peak(pod, params, f"{first.container.label} requests {first.resource}", first.path)
-    else:
-        peak = _peak(pod, params, asks(shares[0]), shares[0].path)
+    peak = _peak(pod, params, first if first is not None else shares[0])
     if isinstance(peak, Violation):
         yield peak
         return

@@ -195,7 +195,7 @@ def _add_label(pod: PodView, params: Params) -> str:
 def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
     shares = gpu_shares(pod)
     # A share's own device request (HAMi's nvidia.com/gpu beside gpumem) is the share.
-    covered = {(id(s.container), s.resource) for s in shares}
+    covered = {(id(s.container), s.resource) for s in shares} if shares else None
     amounts: dict[str, ResourceAmount] = {}
     for a in gpu_requests(pod, gpus=params.gpus):  # counts above zero
         if not covered or (id(a.container), a.resource) not in covered:
