@@ -5,10 +5,10 @@ device: the scheduler of the sharing system packs several pods onto one physical
 and they take turns on its compute. What each system reads (docs/policies.md, "GPU
 shares", has the sources):
 
-- KAI scheduler: pod annotations `gpu-fraction` (of one device's memory, 0 < f < 1),
-  `gpu-memory` (MiB), `gpu-fraction-num-devices` (devices, default 1) and `mps: "true"`
-  (the share runs under MPS); the container is the one `gpu-fraction-container-name`
-  names, else the first (NVIDIA/KAI-Scheduler docs/gpu-sharing/README.md,
+- KAI scheduler: pod annotations `gpu-fraction` (of one device's memory, 0 < f < 1) or
+  `gpu-memory` (MiB), per device however many `gpu-fraction-num-devices` asks for, and
+  `mps: "true"` (the share runs under MPS); the container is the one
+  `gpu-fraction-container-name` names, else the first (NVIDIA/KAI-Scheduler docs/gpu-sharing/README.md,
   pkg/common/constants/constants.go, pkg/binder/plugins/gpusharing/gpu-request).
 - HAMi: container resources `nvidia.com/gpumem` (MiB per device),
   `nvidia.com/gpumem-percentage`, `nvidia.com/gpucores` beside `nvidia.com/gpu`;
