@@ -8,8 +8,9 @@ shares", has the sources):
 - KAI scheduler: pod annotations `gpu-fraction` (of one device's memory, 0 < f < 1) or
   `gpu-memory` (MiB), per device however many `gpu-fraction-num-devices` asks for, and
   `mps: "true"` (the share runs under MPS); the container is the one
-  `gpu-fraction-container-name` names, else the first (NVIDIA/KAI-Scheduler docs/gpu-sharing/README.md,
-  pkg/common/constants/constants.go, pkg/binder/plugins/gpusharing/gpu-request).
+  `gpu-fraction-container-name` names, else the first (NVIDIA/KAI-Scheduler
+  docs/gpu-sharing/README.md, pkg/common/constants/constants.go,
+  pkg/binder/plugins/gpusharing/gpu-request).
 - HAMi: container resources `nvidia.com/gpumem` (MiB per device),
   `nvidia.com/gpumem-percentage`, `nvidia.com/gpucores` beside `nvidia.com/gpu`;
   `gpucores: 100` asks for a device of its own, and so does a bare `nvidia.com/gpu` or
@@ -57,10 +58,6 @@ class Share(NamedTuple):
     memory_field: str  # the field that gives memory_mib or fraction, in words
     fraction: Fraction | None  # of one device's memory, when it says that instead
     problem: str = ""  # why a value the memory depends on cannot be read, in words
-
-    @property
-    def time_shared(self) -> bool:
-        return self.mode != "mig"
 
 
 _MIB = re.compile(r"[0-9]{1,12}")  # a whole number of MiB, as the systems parse it
