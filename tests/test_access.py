@@ -296,9 +296,8 @@ def test_worked_out_once_per_pod_and_policy() -> None:
     assert pod_access(v, rules=RULES) is pod_access(v, rules=RULES)
     # Checks with the same GPU globs share one selection, so one list of requests.
     gpus = memory_fit.Params().gpus
-    assert gpus is slo_class.Params().gpus
-    assert gpu_requests(v, gpus=gpus) is gpu_requests(v, gpus=slo_class.Params().gpus)
-    assert gpu_requests(v, gpus=RULES.gpus) is pod_access(v, rules=RULES).requests
+    assert gpus is slo_class.Params().gpus is RULES.gpus
+    assert gpu_requests(v, gpus=gpus) is pod_access(v, rules=RULES).requests
 
 
 @pytest.mark.parametrize(

@@ -82,7 +82,15 @@ class Params(CheckParams):
         "NVIDIA_IMEX_CHANNELS",
     )
     safe_env_values: tuple[str, ...] = ("none", "void", "")
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+    # The same names as memory-fit's and slo-class's: one selection, worked out once.
+    gpu_resources: tuple[str, ...] = (
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-*",
+        "amd.com/gpu",
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+    )
     cdi_annotation_prefixes: tuple[str, ...] = (
         "cdi.k8s.io/",
         "nvidia.cdi.k8s.io/",
@@ -181,8 +189,16 @@ def _device_list_mount(g: Grant, access: PodAccess, params: Params) -> Violation
 
 
 def _requested(access: PodAccess, c: ContainerRef) -> str | None:
-    """The first GPU resource the container requests, if any."""
-    return next((a.resource for a in access.requests if a.container is c), None)
+    """The first NVIDIA GPU resource the container requests, if any: the device-list
+    variables are the NVIDIA runtime's, which an AMD or Intel request does not feed."""
+    return next(
+        (
+            a.resource
+            for a in access.requests
+            if a.container is c and a.resource.startswith("nvidia.com/")
+        ),
+        None,
+    )
 
 
 def _env(g: Grant, access: PodAccess, params: Params) -> Violation:
