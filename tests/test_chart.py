@@ -314,7 +314,16 @@ def test_shipped_policies_are_the_repository_policies() -> None:
 @pytest.mark.parametrize(
     ("excluded", "also"),
     [
-        (None, ["gpu-operator", "nvidia-gpu-operator", "nvidia-device-plugin"]),
+        (
+            None,
+            [
+                "gpu-operator",
+                "nvidia-gpu-operator",
+                "nvidia-device-plugin",
+                "node-feature-discovery",
+                "openshift-nfd",
+            ],
+        ),
         ("[]", []),
         ('["team-a", "kube-system"]', ["team-a"]),
     ],

@@ -228,6 +228,8 @@ def test_exempt_namespaces_of_the_shipped_policies() -> None:
         "gpu-operator",
         "nvidia-gpu-operator",
         "nvidia-device-plugin",
+        "node-feature-discovery",
+        "openshift-nfd",
         "gpu-admission-system",
     ):
         decision = evaluate(shipped(), Subject(PRIVILEGED, namespace), cluster())

@@ -32,6 +32,8 @@ EXCLUDED_NAMESPACES = [
     "gpu-operator",
     "nvidia-gpu-operator",
     "nvidia-device-plugin",
+    "node-feature-discovery",
+    "openshift-nfd",
 ]
 POD_LABELS = {"app.kubernetes.io/name": "gpu-admission", "app.kubernetes.io/component": "webhook"}
 

@@ -18,6 +18,8 @@ EXEMPT = [
     "gpu-operator",
     "nvidia-gpu-operator",
     "nvidia-device-plugin",
+    "node-feature-discovery",
+    "openshift-nfd",
     "gpu-admission-system",
 ]
 

@@ -34,6 +34,17 @@ EXPECTED = {
     ("training-operator/paddle-simple-gpu.yaml", "PaddleJob"): 1,
     ("training-operator/pytorch_job_mnist_gloo.yaml", "PyTorchJob"): 2,
     ("volcano/mindspore-gpu.yaml", "Job"): 1,
+    # GPU shares, asked for the labels through the share (before shares they passed
+    # with no finding: a KAI pod asks no resource at all), and AMD and Intel GPUs.
+    ("kai/gpu-sharing.yaml", "Pod"): 1,
+    ("kai/gpu-memory.yaml", "Pod"): 1,
+    ("hami/default_use.yaml", "Pod"): 1,
+    ("hami/use_exclusive_card.yaml", "Pod"): 1,
+    ("hami/use_memory_fraction.yaml", "Pod"): 1,
+    ("volcano-vgpu/vgpu-case02.yml", "Pod"): 1,
+    ("volcano-vgpu/gpu-share.yml", "Pod"): 1,
+    ("rocm/pytorch.yaml", "Pod"): 1,
+    ("intel/intelgpu-job.yaml", "Job"): 1,
 }
 
 
@@ -65,6 +76,9 @@ def test_every_real_manifest_gets_the_expected_verdict() -> None:
     )
     expected = Counter({(f, k, rule): n for (f, k), n in EXPECTED.items() for rule in ASKED})
     expected[("kuberay/ray-job.batch-inference.yaml", "RayJob", "no-candidate-node")] = 1
+    # The example cluster has no AMD or Intel node (test_realworld_shares has them).
+    expected[("rocm/pytorch.yaml", "Pod", "unknown-resource")] = 1
+    expected[("intel/intelgpu-job.yaml", "Job", "unknown-resource")] = 1
     assert found == expected
     # No GPU-bearing object passed as an unknown kind; the ones skipped hold no GPUs.
     assert body["summary"]["skippedReasons"] == {
@@ -74,11 +88,15 @@ def test_every_real_manifest_gets_the_expected_verdict() -> None:
         "kind ConfigMap holds no pod spec": 1,
     }
     # Checked without findings: a CPU TrainJob, a Notebook, a Spark job without GPUs.
-    assert body["summary"]["evaluated"] == 15  # 12 above and these 3
+    assert body["summary"]["evaluated"] == 24  # 21 above and these 3
 
 
 def test_sources_name_every_file() -> None:
     listed = (REALWORLD / "SOURCES.md").read_text()
-    files = sorted(p.relative_to(REALWORLD).as_posix() for p in REALWORLD.rglob("*.yaml"))
+    files = sorted(
+        p.relative_to(REALWORLD).as_posix()
+        for p in REALWORLD.rglob("*.y*ml")
+        if p.suffix in (".yaml", ".yml")
+    )
     for name in files:
         assert f"| {name} | https://github.com/" in listed, name

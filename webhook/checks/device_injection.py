@@ -26,8 +26,10 @@ from webhook.core.access import (
     pod_access,
 )
 from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.hostpaths import device_vendors
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
+from webhook.core.scheduling import allowed_nodes
 from webhook.core.text import shown
 from webhook.core.workloads import ContainerRef, PodView
 
@@ -40,6 +42,17 @@ BYPASS = (
     "hand the same GPU to another Pod"
 )
 LATER = "an ephemeral container kubectl debug adds under that name would get them"
+# What a host path of another vendor's GPU is replaced with (webhook.core.hostpaths
+# device_vendors): that vendor's device plugin mounts the device nodes itself.
+VENDOR_FIX = {
+    ("AMD",): "request GPUs through resources.limits (amd.com/gpu: 1) so the AMD device "
+    "plugin allocates them (it mounts /dev/kfd and the GPU's /dev/dri render node itself)",
+    ("Intel",): "request GPUs through resources.limits (gpu.intel.com/i915: 1, or "
+    "gpu.intel.com/xe: 1 on nodes with the xe driver) so the Intel GPU plugin allocates them",
+    ("AMD", "Intel"): "request GPUs through resources.limits so the device plugin allocates "
+    "them: amd.com/gpu: 1 for an AMD GPU, gpu.intel.com/i915: 1 (or gpu.intel.com/xe: 1) for "
+    "an Intel GPU (/dev/dri alone does not say whose GPU the node has)",
+}
 
 
 class Params(CheckParams):
@@ -69,7 +82,15 @@ class Params(CheckParams):
         "NVIDIA_IMEX_CHANNELS",
     )
     safe_env_values: tuple[str, ...] = ("none", "void", "")
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+    # The same names as memory-fit's and slo-class's: one selection, worked out once.
+    gpu_resources: tuple[str, ...] = (
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-*",
+        "amd.com/gpu",
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+    )
     cdi_annotation_prefixes: tuple[str, ...] = (
         "cdi.k8s.io/",
         "nvidia.cdi.k8s.io/",
@@ -116,8 +137,20 @@ def _text(value: object, limit: int = 100) -> str:
     return shown(value[: limit + 1] if isinstance(value, str) else value, limit)
 
 
+def _host_fix(g: Grant, access: PodAccess) -> str:
+    """The fix for the vendor whose devices the path holds; /dev/dri is AMD's when the
+    pod mounts AMD's /dev/kfd too (a ROCm pod mounts both)."""
+    vendors = device_vendors(g.name)
+    if len(vendors) > 1 and any(
+        device_vendors(o.name) == ("AMD",) for o in access.grants if o.channel == "host-path"
+    ):
+        vendors = ("AMD",)
+    return VENDOR_FIX.get(vendors, FIX)
+
+
 def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
     detail: HostPath = g.value
+    fix = _host_fix(g, access)
     if detail.sub_path is not None:
         (c,) = g.reaches
         field = str(g.path[-1])
@@ -127,7 +160,7 @@ def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
             f'{c.label} mounts hostPath volume "{_text(detail.volume)}" (host path '
             f'"{_text(detail.volume_path)}") with {field} "{_text(detail.sub_path)}" '
             f'({format_path(g.path)}), which is host path "{_text(g.name)}", {g.why}: '
-            f"{BYPASS}. Remove the {field} (or the volume) and {FIX}.",
+            f"{BYPASS}. Remove the {field} (or the volume) and {fix}.",
         )
     into = (
         f"mounted by {', '.join(c.label for c in g.reaches)}"
@@ -140,7 +173,7 @@ def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
         g.path,
         f'hostPath volume "{_text(detail.volume)}" ({format_path(g.path)}) exposes host path '
         f'"{_text(g.name)}"{origin}, {g.why}, {into}: {BYPASS}. Remove the hostPath volume '
-        f"and {FIX}.",
+        f"and {fix}.",
     )
 
 
@@ -156,8 +189,16 @@ def _device_list_mount(g: Grant, access: PodAccess, params: Params) -> Violation
 
 
 def _requested(access: PodAccess, c: ContainerRef) -> str | None:
-    """The first GPU resource the container requests, if any."""
-    return next((a.resource for a in access.requests if a.container is c), None)
+    """The first NVIDIA GPU resource the container requests, if any: the device-list
+    variables are the NVIDIA runtime's, which an AMD or Intel request does not feed."""
+    return next(
+        (
+            a.resource
+            for a in access.requests
+            if a.container is c and a.resource.startswith("nvidia.com/")
+        ),
+        None,
+    )
 
 
 def _env(g: Grant, access: PodAccess, params: Params) -> Violation:
@@ -254,6 +295,44 @@ def _device_annotation(g: Grant, access: PodAccess, params: Params) -> Violation
     )
 
 
+# Labels only GPU nodes carry, for nodes whose device plugin advertises nothing (yet):
+# the GPU Operator's nvidia.com/gpu.present, GFD's product, the AMD and Intel labellers'.
+GPU_NODE_LABELS = (
+    "nvidia.com/gpu.present",
+    "nvidia.com/gpu.product",
+    "amd.com/gpu.product-name",
+    "beta.amd.com/gpu.product-name",
+    "gpu.intel.com/gpu-numbers",
+)
+OTHER_VENDORS = frozenset({"amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe"})
+
+
+def gpu_nodes(inventory: Inventory, params: Params) -> int:
+    """The nodes that have GPUs: they offer a GPU resource or carry a GPU label
+    (worked out once per inventory snapshot and policy)."""
+    key = ("gpu-nodes", params.rules.gpus)
+    found = inventory.memo(key)
+    if found is None:
+        index = inventory.index
+        is_gpu = params.rules.gpus.is_gpu
+        found = 0
+        for name, ri in index.resources.items():
+            if is_gpu(name) or name in OTHER_VENDORS:
+                found |= ri.bits
+        for label in GPU_NODE_LABELS:
+            found |= index.key_bits(label)
+        inventory.remember(key, found, found.bit_length() // 8 + 64)
+    return found  # type: ignore[no-any-return]
+
+
+def _reaches_gpu_node(pod: PodView, inventory: Inventory, params: Params) -> bool:
+    # A privileged TPU job pinned to TPU nodes never sees a GPU: only an inventory can
+    # tell, so without one the finding stands.
+    if not inventory.known:
+        return True
+    return bool(allowed_nodes(pod, inventory) & gpu_nodes(inventory, params))
+
+
 def _privileged(g: Grant, access: PodAccess, params: Params) -> Violation | None:
     if not params.deny_privileged:
         return None
@@ -286,6 +365,8 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterable[Violatio
         return ()  # nearly every pod: no generator to start
     found = []
     for grant in access.grants:  # by channel: the order of the rules below
+        if grant.channel == "privileged" and not _reaches_gpu_node(pod, inventory, params):
+            continue
         report = REPORTS.get(grant.channel)
         violation = report(grant, access, params) if report is not None else None
         if violation is not None:

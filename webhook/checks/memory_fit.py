@@ -2,23 +2,27 @@
 
 The `Ngb` in a MIG profile name is nominal (`1g.10gb` exposes 9856 MiB on an A100), so
 the peak is compared MiB to MiB with what nodes advertise (GFD labels), else with the
-MIG catalog, never with the name. A time-sliced or MPS replica counts on 1/replicas.
+MIG catalog, never with the name. A time-sliced or MPS replica counts on 1/replicas. A
+GPU share (KAI, HAMi, Volcano: webhook.core.shares) counts on what it asks for: its MiB,
+or its fraction of the memory of the devices where it can land.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from fractions import Fraction
 from functools import cached_property
 from typing import Literal
 
 from webhook.core import mig_catalog
-from webhook.core.access import GpuResources, gpu_requests, gpu_resources
+from webhook.core.access import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.paths import format_path
 from webhook.core.quantity import format_mib, to_mib
 from webhook.core.scheduling import Candidates, candidates, node_listing, offered, pin_selector
+from webhook.core.shares import asks, memory_request
 from webhook.core.text import PLACEHOLDER, is_placeholder, matches_any, shown
 from webhook.core.workloads import PodView, ResourceAmount
 from webhook.errors import QuantityError
@@ -29,18 +33,30 @@ EXAMPLE = "12Gi"
 class Params(CheckParams):
     label: str = "gpu-admission.io/peak-memory"
     require: Literal["all", "any"] = "all"
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+    gpu_resources: tuple[str, ...] = (
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-*",
+        "amd.com/gpu",
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+    )
 
     @cached_property
     def gpus(self) -> GpuResources:
         return gpu_resources(include=self.gpu_resources)
 
 
-def _gpu_amounts(pod: PodView, params: Params) -> dict[str, ResourceAmount]:
-    """The first request (count above zero) of each GPU resource the pod asks for."""
+def _gpu_amounts(
+    pod: PodView, params: Params, shares: tuple[Share, ...]
+) -> dict[str, ResourceAmount]:
+    """The first request (count above zero) of each GPU resource the pod asks for, less
+    those a share of the same container stands for (HAMi's nvidia.com/gpu by gpumem)."""
+    covered = {(id(s.container), s.resource) for s in shares} if shares else None
     first: dict[str, ResourceAmount] = {}
     for a in gpu_requests(pod, gpus=params.gpus):
-        first.setdefault(a.resource, a)
+        if not covered or (id(a.container), a.resource) not in covered:
+            first.setdefault(a.resource, a)
     return first
 
 
@@ -54,14 +70,18 @@ def _add_label(pod: PodView, label: str) -> str:
     return f"Add the label to the pod (template) metadata, e.g. {label}: {EXAMPLE}."
 
 
-def _peak(pod: PodView, params: Params, amount: ResourceAmount) -> Fraction | Violation:
+def _peak(pod: PodView, params: Params, first: ResourceAmount | Share) -> Fraction | Violation:
     label_path = (*pod.metadata_path, "labels", params.label)
     raw = pod.labels.get(params.label)
     if raw is None:
+        if isinstance(first, Share):
+            what = asks(first)
+        else:
+            what = f"{first.container.label} requests {first.resource}"
         return Violation(
             "missing-peak-memory",
-            amount.path,
-            f"{amount.container.label} requests {amount.resource} but the pod has no "
+            first.path,
+            f"{what} but the pod has no "
             f"{params.label} label: without the peak GPU memory per device nothing can tell "
             f"whether the model fits the device. {_add_label(pod, params.label)}",
         )
@@ -123,11 +143,13 @@ class _Verdicts:
     def __init__(self, offers: Candidates, peak: Fraction) -> None:
         self.fit = self.miss = self.unknown = 0
         self.worst: Offer | None = None  # the first miss of the smallest share
+        self.unknown_offer: Offer | None = None  # the first offer of unknown memory
         worst_bits, worst_share = 0, None
         for offer, bits in offers.groups():
             verdict = _fits(offer, peak)
             if verdict is None:
                 self.unknown |= bits
+                self.unknown_offer = self.unknown_offer or offer
             elif verdict:
                 self.fit |= bits
             else:
@@ -141,14 +163,17 @@ class _Verdicts:
             self.worst = offers.first(worst_bits)
 
 
-def _suggestion(inventory: Inventory, peak: Fraction, verdicts: _Verdicts, params: Params) -> str:
+def _suggestion(
+    inventory: Inventory, peak: Fraction, verdicts: _Verdicts, params: Params, resource: str
+) -> str:
     good, bad = verdicts.fit, verdicts.miss | verdicts.unknown
     pin = pin_selector(inventory, good=good, bad=bad) if good else None
     if pin is not None:
         return f"Pin the pod to nodes where it fits with nodeSelector {pin[0]}: {pin[1]}."
     best: tuple[Fraction, str] | None = None
+    vendor = resource.partition("/")[0] + "/"  # a ROCm image does not run on NVIDIA GPUs
     for name in inventory.offers:
-        if not matches_any(name, params.gpu_resources):
+        if not name.startswith(vendor) or not matches_any(name, params.gpu_resources):
             continue
         shares = [o.share_mib for o, _ in offered(name, inventory).groups() if _fits(o, peak)]
         if shares:
@@ -191,18 +216,38 @@ def _judge(
             amount.path,
             f"the pod {needs}, but {resource} offers {_offer_text(verdicts.worst)} on node "
             f"{nodes}, where the scheduler may place it: the workload would run out of GPU "
-            f"memory. {_suggestion(inventory, peak, verdicts, params)}",
+            f"memory. {_suggestion(inventory, peak, verdicts, params, resource)}",
         )
     elif verdicts.unknown:
         nodes = node_listing(inventory, verdicts.unknown)
         yield Violation(
             "unknown-device-memory",
             amount.path,
-            f"the pod {needs}, but the memory of {resource} on node {nodes} is unknown (no "
-            f"GFD memory label and no catalog entry), so the fit cannot be proven. Label the "
-            f"nodes with nvidia.com/gpu.memory (GPU Feature Discovery does), or pin the pod to "
-            f"nodes whose memory is known.",
+            f"the pod {needs}, but the memory of {resource} on node {nodes} is unknown "
+            f"({_no_memory(verdicts.unknown_offer, resource)}), so the fit cannot be proven. "
+            f"Label the nodes with {_MEMORY_LABELS.get(vendor_of(resource), _GFD)}, or pin "
+            f"the pod to nodes whose memory is known.",
         )
+
+
+_GFD = "nvidia.com/gpu.memory (GPU Feature Discovery does)"
+_MEMORY_LABELS = {
+    "amd.com": "amd.com/gpu.vram (the AMD GPU node labeller does)",
+    "gpu.intel.com": "gpu.intel.com/memory.max (the Intel GPU plugin's labeller does, with NFD)",
+}
+
+
+def vendor_of(resource: str) -> str:
+    return resource.partition("/")[0]
+
+
+def _no_memory(offer: Offer | None, resource: str) -> str:
+    # An offer says why it has no memory when it knows (a partitioned AMD GPU).
+    if offer is not None and offer.memory_source != "no memory label":
+        return offer.memory_source
+    if vendor_of(resource) != "nvidia.com":
+        return "no memory label"
+    return "no GFD memory label and no catalog entry"
 
 
 def _judge_by_catalog(
@@ -222,15 +267,98 @@ def _judge_by_catalog(
 
 
 def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
-    amounts = _gpu_amounts(pod, params)
-    if not amounts:
+    shares = gpu_shares(pod)
+    amounts = _gpu_amounts(pod, params, shares)
+    if not amounts and not shares:
         return
-    peak = _peak(pod, params, next(iter(amounts.values())))
+    first = next(iter(amounts.values()), None)
+    peak = _peak(pod, params, first if first is not None else shares[0])
     if isinstance(peak, Violation):
         yield peak
         return
+    for share in shares:
+        yield from _judge_share(pod, share, peak, inventory, params)
     for amount in amounts.values():
         yield from _judge(pod, amount, peak, inventory, params)
+
+
+# What running over a share's memory does, by mechanism.
+_OVER = {
+    "KAI scheduler": "KAI enforces no limit, so the workload would take memory promised to "
+    "the pods it shares the GPU with, or run out of it",
+    "HAMi": "HAMi-core stops the workload at that limit, so it would run out of GPU memory",
+    "Volcano vGPU": "HAMi-core stops the workload at that limit, so it would run out of GPU memory",
+    "Volcano GPU share": "the workload would take memory promised to the pods it shares the "
+    "GPU with, or run out of it",
+}
+
+
+def _judge_share(
+    pod: PodView, share: Share, peak: Fraction, inventory: Inventory, params: Params
+) -> Iterator[Violation]:
+    needs = _Needs(peak, params.label, pod.labels[params.label])
+    mib = math.ceil(peak)
+    ask = f"Ask for at least {format_mib(peak)} per device ({memory_request(share, mib)})"
+    if share.problem:
+        yield Violation(
+            "unknown-device-memory",
+            share.path,
+            f"the pod {needs}, but {share.problem}, so the fit cannot be proven. {ask}.",
+        )
+    elif share.memory_mib is not None:
+        if peak > share.memory_mib:
+            yield Violation(
+                "exceeds-device-memory",
+                share.path,
+                f"the pod {needs}, but {asks(share)}, which gives it "
+                f"{format_mib(share.memory_mib)} per device: {_OVER[share.mechanism]}. {ask}.",
+            )
+    elif share.fraction is not None and inventory.known:
+        yield from _judge_fraction(pod, share, peak, needs, inventory, ask)
+    elif share.fraction is not None and share.fraction < 1:
+        yield Violation(
+            "unknown-device-memory",
+            share.path,
+            f"the pod {needs}, and {asks(share)}: a fraction of a device whose memory is not "
+            f"known without an inventory, so the fit cannot be proven. {ask}, or pass "
+            f"--inventory to compare with the real nodes.",
+        )
+
+
+def _judge_fraction(
+    pod: PodView, share: Share, peak: Fraction, needs: _Needs, inventory: Inventory, ask: str
+) -> Iterator[Violation]:
+    fraction = share.fraction
+    assert fraction is not None
+    offers = candidates(pod, share.resource, inventory)
+    miss = unknown = 0
+    worst: tuple[Fraction, Offer] | None = None
+    for offer, bits in offers.groups():
+        if offer.memory_mib is None:
+            unknown |= bits
+            continue
+        got = fraction * offer.memory_mib
+        if peak > got:
+            miss |= bits
+            worst = min(worst, (got, offer), key=lambda w: w[0]) if worst else (got, offer)
+    if worst is not None:
+        got, offer = worst
+        yield Violation(
+            "exceeds-device-memory",
+            share.path,
+            f"the pod {needs}, but {asks(share)}, which is {format_mib(got)} of the "
+            f"{offer.memory_mib} MiB of {share.resource} ({offer.memory_source}) on node "
+            f"{node_listing(inventory, miss)}, where the scheduler may place it: "
+            f"{_OVER[share.mechanism]}. {ask}.",
+        )
+    elif unknown:
+        yield Violation(
+            "unknown-device-memory",
+            share.path,
+            f"the pod {needs}, and {asks(share)}, but the memory of {share.resource} on node "
+            f"{node_listing(inventory, unknown)} is unknown (no memory label and no catalog "
+            f"entry), so the fit cannot be proven. {ask}, or label the nodes with their memory.",
+        )
 
 
 CHECK = Check(

@@ -1,7 +1,8 @@
 """gpu-slo-class: a pod's SLO class decides which GPU sharing modes it may land on.
 
 Time-slicing shares a GPU's time and memory with no isolation: a latency-sensitive
-service on it sees unbounded tail latency. Each class lists the modes it accepts.
+service on it sees unbounded tail latency. Each class lists the modes it accepts. A GPU
+share (KAI, HAMi, Volcano: webhook.core.shares) is a time-shared GPU wherever it lands.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from functools import cached_property
 
 from webhook.core import mig_catalog
-from webhook.core.access import GpuResources, gpu_requests, gpu_resources
+from webhook.core.access import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
 from webhook.core.paths import format_path
@@ -22,6 +23,7 @@ from webhook.core.scheduling import (
     placement_spec,
     untolerated_among,
 )
+from webhook.core.shares import asks, mig_option, own_device
 from webhook.core.text import PLACEHOLDER, is_placeholder, listing, shown
 from webhook.core.workloads import PodView, ResourceAmount
 
@@ -32,7 +34,14 @@ class Params(CheckParams):
         "latency-sensitive": ("exclusive", "mig"),
         "batch": SHARING_MODES,
     }
-    gpu_resources: tuple[str, ...] = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+    gpu_resources: tuple[str, ...] = (
+        "nvidia.com/gpu",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-*",
+        "amd.com/gpu",
+        "gpu.intel.com/i915",
+        "gpu.intel.com/xe",
+    )
 
     @cached_property
     def gpus(self) -> GpuResources:
@@ -79,7 +88,7 @@ def _fix(
             good |= nodes
     pin = pin_selector(inventory, good=good, bad=bad_nodes)
     options = []
-    if "mig" in accepted:
+    if "mig" in accepted and bad.resource.startswith("nvidia.com/"):
         options.append("a MIG resource (nvidia.com/mig-<profile>)")
     if "exclusive" in accepted:
         options.append("exclusive GPUs")
@@ -140,6 +149,44 @@ def _judge(
         )
 
 
+# Why a share is wrong for a class that accepts no time-shared GPU, by mechanism.
+_HAMI_CORE = (
+    "HAMi-core caps the share's memory but time-slices the GPU's compute between the "
+    "pods on it, so another tenant's load stalls this one"
+)
+_SHARE_WHY = {
+    "KAI scheduler": "KAI packs several pods onto one GPU and enforces neither a memory "
+    "limit nor isolation between them, so another tenant can stall this one or take its "
+    "memory",
+    "HAMi": _HAMI_CORE,
+    "Volcano vGPU": _HAMI_CORE,
+    "Volcano GPU share": _WHY["time-slicing"],
+}
+_SHARED_AS = {"time-slicing": "a time-shared GPU", "mps": "an MPS-shared GPU", "mig": "a MIG slice"}
+
+
+def _judge_share(
+    share: Share, slo: str, accepted: tuple[SharingMode, ...], params: Params
+) -> Violation | None:
+    if share.mode in accepted:
+        return None
+    why = _WHY["mps"] if share.mode == "mps" else _SHARE_WHY[share.mechanism]
+    if share.mode == "mig":
+        why = _WHY["mig"]
+    fixes = [own_device(share)] if "exclusive" in accepted else []
+    mig = mig_option(share)
+    if "mig" in accepted and share.mode != "mig":
+        fixes.append(mig or "request a MIG resource (nvidia.com/mig-<profile>)")
+    fix = ", or ".join(fixes) if fixes else "request another kind of GPU"
+    return Violation(
+        "sharing-mode-not-accepted",
+        share.path,
+        f"the pod is {slo} ({params.label}), which accepts only {_modes(accepted)} GPUs, "
+        f"but {asks(share)}, {_SHARED_AS[share.mode]} wherever it lands: {why}. "
+        f"{fix[0].upper()}{fix[1:]}.",
+    )
+
+
 def _add_label(pod: PodView, params: Params) -> str:
     if params.label in pod.object_labels:  # on the Deployment (Job, ...), not its pods
         where = format_path((*pod.metadata_path, "labels"))
@@ -151,18 +198,23 @@ def _add_label(pod: PodView, params: Params) -> str:
 
 
 def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+    shares = gpu_shares(pod)
+    # A share's own device request (HAMi's nvidia.com/gpu beside gpumem) is the share.
+    covered = {(id(s.container), s.resource) for s in shares} if shares else None
     amounts: dict[str, ResourceAmount] = {}
     for a in gpu_requests(pod, gpus=params.gpus):  # counts above zero
-        amounts.setdefault(a.resource, a)
-    if not amounts:
+        if not covered or (id(a.container), a.resource) not in covered:
+            amounts.setdefault(a.resource, a)
+    if not amounts and not shares:
         return
-    first = next(iter(amounts.values()))
     slo = pod.labels.get(params.label)
     if slo is None:
+        first = next(iter(amounts.values()), None)
+        asked = f"{first.container.label} requests {first.resource}" if first else ""
         yield Violation(
             "missing-slo-class",
-            first.path,
-            f"{first.container.label} requests {first.resource} but the pod has no "
+            first.path if first else shares[0].path,
+            f"{asked or asks(shares[0])} but the pod has no "
             f"{params.label} label: it decides which GPU sharing modes the pod may use. "
             f"{_add_label(pod, params)}",
         )
@@ -178,6 +230,10 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
             f"one of: {', '.join(params.classes)}.",
         )
         return
+    for share in shares:
+        found = _judge_share(share, slo, accepted, params)
+        if found is not None:
+            yield found
     for amount in amounts.values():
         yield from _judge(pod, amount, slo, accepted, inventory, params)
 

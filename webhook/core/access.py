@@ -5,8 +5,10 @@ zero: a zero count asks for nothing), or around the plugin: a device-list variab
 its env, an envFrom source that may hold one, a pod annotation a node plugin turns into
 devices, a hostPath to a device node or to any alias of one, a mount on the NVIDIA
 toolkit's device-list directory, or privileged mode. DRA claims are recorded here and
-judged elsewhere. Every grant (webhook.core.grants) carries the path of the field that
-grants it, so a finding names the line to change.
+judged elsewhere, and so are GPU shares (webhook.core.shares: KAI, HAMi and Volcano
+fractions of a GPU, which the sharing system's scheduler packs onto one device). Every
+grant (webhook.core.grants) carries the path of the field that grants it, so a finding
+names the line to change.
 
 The model is worked out once per pod view and policy (memoised in `PodView.memo`), and
 is linear in the size of the pod spec: nothing is cached by user-supplied text. On the
@@ -31,6 +33,7 @@ from webhook.core.grants import (
     PodClaim,
 )
 from webhook.core.hostpaths import DevicePaths, joined, normalise
+from webhook.core.shares import Share, gpu_shares
 from webhook.core.workloads import ContainerRef, PodView
 
 __all__ = [
@@ -43,10 +46,12 @@ __all__ = [
     "HostPath",
     "PodAccess",
     "PodClaim",
+    "Share",
     "annotation_prefix",
     "gpu_amounts",
     "gpu_requests",
     "gpu_resources",
+    "gpu_shares",
     "pod_access",
 ]
 
@@ -146,10 +151,11 @@ def _scan(pod: PodView, rules: AccessRules) -> PodAccess:
     if volumes:
         _volume_grants(pod, volumes, found)
     requests = gpu_requests(pod, gpus=rules.gpus)
+    shares = gpu_shares(pod)
     if not found:
-        return PodAccess(pod.containers, requests, (), claims)  # nearly every pod
+        return PodAccess(pod.containers, requests, (), claims, shares)  # nearly every pod
     grants = tuple(g for channel in CHANNELS for g in found.get(channel, ()))
-    return PodAccess(pod.containers, requests, grants, claims)
+    return PodAccess(pod.containers, requests, grants, claims, shares)
 
 
 def _host_volumes(

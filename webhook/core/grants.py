@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal, NamedTuple
 
 from webhook.core.paths import Path
+from webhook.core.shares import Share
 from webhook.core.workloads import ContainerRef, ResourceAmount
 
 Channel = Literal[
@@ -68,6 +69,7 @@ class PodAccess(NamedTuple):
     requests: tuple[ResourceAmount, ...]
     grants: tuple[Grant, ...]  # by channel, then in the order of the pod spec
     claims: tuple[PodClaim, ...]
+    shares: tuple[Share, ...] = ()  # fractional and vGPU requests (webhook.core.shares)
 
     def of(self, container: ContainerRef) -> ContainerAccess:
         """What one container reaches (by identity: two containers' specs may be equal)."""

@@ -13,6 +13,7 @@ import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from webhook.core.text import glob_matcher, listing
 
@@ -91,3 +92,21 @@ class DevicePaths:
         prefix = "/" if path == "/" else path + "/"
         below = [t for t in self.dev_targets if t.startswith(prefix)]
         return f"a parent of GPU device paths ({listing(below)})" if below else None
+
+
+Vendor = Literal["NVIDIA", "AMD", "Intel"]
+
+
+def device_vendors(path: str) -> tuple[Vendor, ...]:
+    """Whose GPU a normalised device path is, () when it is no one's in particular (a
+    parent such as /dev, an alias under /dev/char). /dev/kfd is AMD's compute interface,
+    which only AMD GPUs have; /dev/dri holds the render nodes of AMD and Intel GPUs
+    alike (ROCm/k8s-device-plugin internal/pkg/plugin/plugin.go mounts /dev/kfd and
+    /dev/dri/renderD<N>; the Intel GPU plugin hands out /dev/dri cards and render nodes)."""
+    if path == "/dev/kfd":
+        return ("AMD",)
+    if path == "/dev/dri" or path.startswith("/dev/dri/"):
+        return ("AMD", "Intel")
+    if path.startswith(("/dev/nvidia", "/proc/driver/nvidia", "/dev/char/195:")):
+        return ("NVIDIA",)
+    return ()

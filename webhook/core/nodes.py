@@ -29,6 +29,7 @@ from webhook.core.cloud_offers import (
 )
 from webhook.core.quantity import parse_quantity
 from webhook.core.text import shown
+from webhook.core.vendor_offers import vendor_facts
 from webhook.core.workloads import as_dict, as_list, str_map
 from webhook.errors import InventoryError, QuantityError
 
@@ -167,6 +168,9 @@ def make_offer(
         f = node_facts(node.labels, node.annotations, read=read)
         mib, source = (f.mib, f.memory_source) if f.mode == "vgpu" else (None, "no memory label")
         return Offer(resource, node, count, "vgpu", f.replicas, mib, source, product or f.product)
+    vendor = vendor_facts(labels, resource, count)  # AMD, Intel: webhook.core.vendor_offers
+    if vendor is not None:
+        return Offer(resource, node, count, *vendor)
     return Offer(resource, node, count, "exclusive", 1, None, "no memory label", product)
 
 

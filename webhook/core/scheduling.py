@@ -96,14 +96,23 @@ def candidates(pod: PodView, resource: str, inventory: Inventory) -> Candidates:
     found = inventory.memo(key)
     if found is None:
         index = inventory.index
-        ok = inventory.memo(digest)
-        if ok is None:
-            ok = allowed(placement_spec(pod), index)
-            inventory.remember(digest, ok, sys.getsizeof(ok) + 64)
+        ok = allowed_nodes(pod, inventory)
         ri = index.resources.get(resource)
         found = Candidates(index, resource, ok & ri.bits if ri is not None else 0)
         inventory.remember(key, found, _weight(found, index))
     return found  # type: ignore[no-any-return]
+
+
+def allowed_nodes(pod: PodView, inventory: Inventory) -> int:
+    """The nodes this pod may be scheduled to, whatever it requests (a node-id bitset)."""
+    digest = pod.memo.get("constraints")
+    if digest is None:
+        digest = pod.memo["constraints"] = _constraints_digest(placement_spec(pod))
+    ok = inventory.memo(digest)
+    if ok is None:
+        ok = allowed(placement_spec(pod), inventory.index)
+        inventory.remember(digest, ok, sys.getsizeof(ok) + 64)
+    return ok  # type: ignore[no-any-return]
 
 
 def offered(resource: str, inventory: Inventory) -> Candidates:
