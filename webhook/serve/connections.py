@@ -20,6 +20,9 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
   already on its way meets a closed socket; the apiserver does not retry a POST.
   Here an idle connection stays open for ``DRAIN_IDLE`` seconds, and every response
   from SIGTERM on says ``Connection: close``.
+- uvicorn writes each response in two calls (head, body): over TLS, two records and two
+  send(2) calls. Here what one loop turn writes goes out in one (``OneWrite``; what it
+  is worth under load: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ class WebhookProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = OneWrite(transport, self.loop)  # type: ignore[assignment]
         if len(self.connections) > self.shared.limits.max_connections:
             self.shared.note_refusal(len(self.connections))
             transport.close()
@@ -214,6 +218,42 @@ class WebhookProtocol(HttpToolsProtocol):
             head.append(b"connection: close\r\n\r\n")
             self.transport.write(b"".join(head) + body)
         self.transport.close()
+
+
+class OneWrite:
+    """A transport that sends what one turn of the event loop writes in one write.
+
+    uvicorn writes a response in two calls, its head and then its body. Over TLS each
+    write is a TLS record of its own and a send(2): two of each for every response.
+    Held until the end of the loop's turn (or a close), they go out as one record in
+    one send, with the same bytes in the same order.
+    """
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(bytes(data))
+
+    def flush(self) -> None:
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held = []
+            if not self._transport.is_closing():  # the peer went away meanwhile
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, abort, ...
+        return getattr(self._transport, name)
 
 
 def protocol_class(shared: Shared) -> type[WebhookProtocol]:
