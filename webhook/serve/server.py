@@ -151,16 +151,16 @@ def create_app(
             await _send(send, _error(413, f"request body over {MAX_BODY} bytes"))
             return
         if len(body) <= INLINE_BODY:
-            await _send(send, answer(body, started, state.cache.evaluate))
+            await _send(send, answer(body, started, state.cache.evaluate, metrics.LOOP))
             return
         loop = asyncio.get_running_loop()
         await _send(send, await loop.run_in_executor(large, answer_large, body, started))
 
     def answer_large(body: bytes, started: float) -> Answer:
         with _collector_paused():
-            return answer(body, started, evaluate)
+            return answer(body, started, evaluate, metrics.LARGE)
 
-    def answer(body: bytes, started: float, evaluator: Evaluator) -> Answer:
+    def answer(body: bytes, started: float, evaluator: Evaluator, tally: metrics.Tally) -> Answer:
         try:
             req = parse_review(parse_json(body))
         except (ValueError, RecursionError) as exc:
@@ -171,21 +171,21 @@ def create_app(
         try:
             payload, decision = _decide(req, state, evaluator)
         except WorkloadError as exc:  # an object too large to judge: the request's fault
-            metrics.request_counter("invalid", kind, req.operation).inc()
+            tally.request("invalid", kind, req.operation)
             return _error(400, f"object not judged: {exc}", req.uid)
         except Exception:
             log.exception("internal error judging request uid=%s", req.uid)
-            metrics.request_counter("error", kind, req.operation).inc()
+            tally.request("error", kind, req.operation)
             return _error(500, "internal error; see the webhook's log", req.uid)
         verdict = verdict_of(decision)
         decisions.write(req, decision, verdict, state)
-        metrics.request_counter(verdict, kind, req.operation).inc()
+        tally.request(verdict, kind, req.operation)
         if decision.findings:  # most requests have none: no Counter for them
             for (policy, rule, action), n in Counter(
                 (f.policy, f.rule, f.action) for f in decision.findings
             ).items():
-                metrics.finding_counter(policy, rule, action).inc(n)
-        metrics.LATENCY.observe(time.perf_counter() - started)
+                tally.finding(policy, rule, action, n)
+        tally.observe(time.perf_counter() - started)
         return 200, payload
 
     async def healthz(request: Request) -> Response:
