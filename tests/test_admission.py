@@ -368,3 +368,17 @@ def test_a_response_stays_bounded_however_many_findings() -> None:
     audited = response("u", Decision(findings("dryrun")), subject="Pod ml/p")["response"]
     (value,) = audited["auditAnnotations"].values()
     assert len(value) == ANNOTATION_BUDGET and value.endswith("…")
+
+
+@pytest.mark.parametrize(
+    "uid",
+    ["705ab4f5-6393-11e8-b7cc-42010a800002", 'a "quoted" \\ uid', "ünï\u2028cødé", "\x00\x1f"],
+)
+def test_an_allowed_response_is_built_as_the_same_bytes(uid: str) -> None:
+    # A decision without findings is answered from bytes made directly; they must be
+    # what serialising the AdmissionReview gives.
+    from webhook.core.engine import Decision
+    from webhook.serve.admission import allowed_bytes, response
+
+    for decision in (Decision(), Decision(skipped="DELETE is not judged")):
+        assert allowed_bytes(uid) == orjson.dumps(response(uid, decision, subject="Pod ml/p"))

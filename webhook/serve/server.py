@@ -47,7 +47,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from webhook.core.engine import Decision, Outcome, evaluate
 from webhook.errors import ReviewError, WorkloadError
 from webhook.serve import metrics
-from webhook.serve.admission import AdmissionRequest, Evaluator, judge, parse_review, response
+from webhook.serve.admission import (
+    AdmissionRequest,
+    Evaluator,
+    allowed_bytes,
+    judge,
+    parse_review,
+    response,
+)
 from webhook.serve.decisionlog import DecisionLog, object_name
 from webhook.serve.state import State
 from webhook.sources.bounds import TooDeep, loads_json, too_deep
@@ -280,6 +287,8 @@ def _decide(req: AdmissionRequest, state: State, evaluator: Evaluator) -> tuple[
         stale=state.staleness(),
         evaluator=evaluator,
     )
+    if not decision.findings:
+        return allowed_bytes(req.uid), decision
     name = req.name or object_name(req) or "(unnamed)"
     where = f"{req.namespace}/{name}" if req.namespace else name
     body = response(req.uid, decision, subject=f"{req.kind} {where}")
