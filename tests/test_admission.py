@@ -13,7 +13,7 @@ from reviews import CLEAN, VIOLATIONS, pod, review
 from starlette.testclient import TestClient
 
 from webhook.serve.decisionlog import DecisionLog
-from webhook.serve.server import MAX_BODY, create_app
+from webhook.serve.server import INLINE_BODY, MAX_BODY, create_app
 from webhook.serve.state import Settings, State
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -255,6 +255,44 @@ def test_health_ready_and_metrics(client: TestClient):
     assert "gpu_admission_inventory_nodes 6.0" in text
 
 
+def _samples(text: str) -> dict[str, float]:
+    return {
+        name: float(value)
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+        for name, value in [line.rsplit(" ", 1)]
+    }
+
+
+def test_requests_judged_on_the_large_body_thread_are_counted_with_the_rest(
+    client: TestClient,
+):
+    # Counts are plain ints per thread (the event loop's, the large-body thread's),
+    # added up when /metrics is scraped.
+    small = review(pod(container={"securityContext": {"privileged": True}}))
+    large = review(
+        pod(
+            container={"securityContext": {"privileged": True}},
+            annotations={"padding": "x" * (INLINE_BODY + 1000)},
+        )
+    )
+    assert len(orjson.dumps(large)) > INLINE_BODY
+    series = 'gpu_admission_requests_total{decision="deny",kind="Pod",operation="CREATE"}'
+    finding = (
+        'gpu_admission_findings_total{action="deny",policy="gpu-device-injection",'
+        'rule="privileged"}'
+    )
+    count = "gpu_admission_request_duration_seconds_count"
+    before = _samples(client.get("/metrics").text)
+    for body in (small, large, large):
+        assert post(client, body).json()["response"]["allowed"] is False
+    after = _samples(client.get("/metrics").text)
+    assert after[series] - before.get(series, 0) == 3
+    assert after[finding] - before.get(finding, 0) == 3
+    assert after[count] - before.get(count, 0) == 3
+    assert after['gpu_admission_request_duration_seconds_bucket{le="+Inf"}'] == after[count]
+
+
 def test_not_ready_until_the_inventory_synced():
     state = State.start(Settings(str(ROOT / "policies")))  # no file: waits for a Node watch
     client = TestClient(create_app(state, decision_log=DecisionLog(io.BytesIO())))
@@ -330,3 +368,17 @@ def test_a_response_stays_bounded_however_many_findings() -> None:
     audited = response("u", Decision(findings("dryrun")), subject="Pod ml/p")["response"]
     (value,) = audited["auditAnnotations"].values()
     assert len(value) == ANNOTATION_BUDGET and value.endswith("…")
+
+
+@pytest.mark.parametrize(
+    "uid",
+    ["705ab4f5-6393-11e8-b7cc-42010a800002", 'a "quoted" \\ uid', "ünï\u2028cødé", "\x00\x1f"],
+)
+def test_an_allowed_response_is_built_as_the_same_bytes(uid: str) -> None:
+    # A decision without findings is answered from bytes made directly; they must be
+    # what serialising the AdmissionReview gives.
+    from webhook.core.engine import Decision
+    from webhook.serve.admission import allowed_bytes, response
+
+    for decision in (Decision(), Decision(skipped="DELETE is not judged")):
+        assert allowed_bytes(uid) == orjson.dumps(response(uid, decision, subject="Pod ml/p"))

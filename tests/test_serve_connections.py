@@ -206,8 +206,9 @@ def test_bad_requests_get_4xx(
 
 
 def test_responses_on_a_kept_alive_connection_are_not_held_back(server: Server) -> None:
-    """Nagle: with TCP_NODELAY off, the second TLS record of each response (headers and
-    body go out as two) waits for the client's delayed ACK, ~40 ms per request."""
+    """Nagle: with TCP_NODELAY off, the second TLS record of a response (uvicorn's head
+    and body went out as two; a large response still does) waits for the client's
+    delayed ACK, ~40 ms per request."""
     body = orjson.dumps(review(pod()))
     ctx = ssl.create_default_context(cafile=str(server.ca_file))
     with httpx.Client(verify=ctx, timeout=20) as client:
@@ -217,6 +218,31 @@ def test_responses_on_a_kept_alive_connection_are_not_held_back(server: Server) 
             client.post(server.url + "/validate", content=body).raise_for_status()
             times.append(time.perf_counter() - started)
     assert statistics.median(times) < 0.02, times
+
+
+@pytest.mark.parametrize("path", ["/validate", "/healthz"])
+def test_a_response_comes_in_one_tls_record(server: Server, path: str) -> None:
+    """Head and body in one write: one TLS record and one send(2) per response, not two.
+    SSL_read returns the plaintext of one record at most, so one recv sees it all."""
+    body = orjson.dumps(review(pod()))
+    method = b"POST" if path == "/validate" else b"GET"
+    request = b"%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (
+        method,
+        path.encode(),
+        len(body) if method == b"POST" else 0,
+    )
+    with connect(server) as tls:
+        for _ in range(3):  # kept alive: every response, not only the first
+            tls.sendall(request + (body if method == b"POST" else b""))
+            tls.settimeout(20)
+            head, _, rest = tls.recv(65536).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 OK"), head
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length")
+            )
+            assert len(rest) == length, (head, rest)
 
 
 def test_connections_over_the_cap_are_closed_at_once(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from conftest import free_port
 from reviews import VIOLATIONS, pod, review
@@ -221,6 +222,45 @@ def test_a_slow_client_gets_408_and_holds_nothing(tmp_path: Path) -> None:
         assert time.monotonic() - started < 3
         ok = server.validate(review(pod()))  # the server is free for everybody else
         assert ok.status_code == 200
+    finally:
+        server.stop()
+
+
+def test_a_body_in_pieces_is_judged_and_a_late_one_gets_408_and_a_close(tmp_path: Path) -> None:
+    # The body deadline is the connection layer's (swept, no timer per request): a body
+    # that arrives in several reads in time is read whole; one that stops is answered
+    # 408 and its connection closed (the rest of the stream would be a stale body).
+    server = Server(tmp_path, "--body-timeout", "1")
+    body = orjson.dumps(review(pod(container={"securityContext": {"privileged": True}})))
+    head = b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    try:
+        ctx = ssl.create_default_context(cafile=str(server.ca_file))
+        with (
+            socket.create_connection(("127.0.0.1", server.port)) as raw,
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.settimeout(5)
+            for _ in range(2):  # twice on one connection: it stays open after a 200
+                tls.sendall(head + body[:100])
+                time.sleep(0.2)
+                tls.sendall(body[100:-50])
+                time.sleep(0.2)
+                tls.sendall(body[-50:])
+                answer = tls.recv(65536)
+                assert answer.startswith(b"HTTP/1.1 200"), answer[:60]
+                assert b'"allowed":false' in answer and b"privileged" in answer
+            tls.sendall(head + body[:100])
+            started = time.monotonic()
+            answer = b""
+            try:
+                while chunk := tls.recv(65536):  # until the server closes
+                    answer += chunk
+            except (ConnectionResetError, ssl.SSLEOFError):
+                pass
+        assert 0.9 <= time.monotonic() - started < 3  # the deadline, swept 4 times a second
+        status, _, rest = answer.partition(b"\r\n")
+        assert status == b"HTTP/1.1 408 Request Timeout"
+        assert rest.endswith(b'\r\n\r\n{"error":"request body not received within 1s","code":408}')
     finally:
         server.stop()
 

@@ -55,6 +55,7 @@ def _apiserver_rules(pod: PodView, amounts: Sequence[ResourceAmount]) -> Iterato
             and a.resource in limits
             and (
                 a.resource not in requests
+                or _same(requests[a.resource], limits[a.resource])
                 or not _quantity_differs(requests[a.resource], limits[a.resource])
             )
         ):
@@ -96,6 +97,12 @@ def _apiserver_rules(pod: PodView, amounts: Sequence[ResourceAmount]) -> Iterato
                 f"{shown(limits[a.resource])} {a.resource}: extended resources cannot be "
                 f"overcommitted, so the apiserver rejects the Pod. Make them equal.",
             )
+
+
+def _same(a: object, b: object) -> bool:
+    # The same text (nearly always "1" and "1"): the same count, without parsing it. Of
+    # one type only: True == 1 in Python, but true is no quantity.
+    return type(a) is str and type(b) is str and a == b
 
 
 def _quantity_differs(a: object, b: object) -> bool:

@@ -104,6 +104,18 @@ def _fix(
     return text + "."
 
 
+class _Where:
+    """`container "main" requests nvidia.com/gpu`, formatted only when a message is."""
+
+    __slots__ = ("amount",)
+
+    def __init__(self, amount: ResourceAmount) -> None:
+        self.amount = amount
+
+    def __str__(self) -> str:
+        return f"{self.amount.container.label} requests {self.amount.resource}"
+
+
 def _judge(
     pod: PodView,
     amount: ResourceAmount,
@@ -112,7 +124,7 @@ def _judge(
     inventory: Inventory,
     params: Params,
 ) -> Iterator[Violation]:
-    where = f"{amount.container.label} requests {amount.resource}"
+    where = _Where(amount)  # the text only for a message: most pods get none
     why = _WHY["time-slicing"]
     if inventory.known:
         offers = candidates(pod, amount.resource, inventory)

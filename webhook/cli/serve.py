@@ -143,7 +143,6 @@ def serve(
         reload_interval,
         kubeconfig,
         context,
-        body_timeout,
         eval_cache_size,
     )
     try:
@@ -174,6 +173,7 @@ def serve(
         tls_reload_interval=reload_interval,
         limits=Limits(
             header_timeout=header_timeout,
+            body_timeout=body_timeout,
             keep_alive_timeout=keep_alive_timeout,
             max_connections=max_connections,
             max_in_flight=max_in_flight,

@@ -149,7 +149,7 @@ def _containers(spec: Mapping[str, Any], path: Path) -> tuple[ContainerRef, ...]
         if type(items) is not list:
             continue
         for index, container in enumerate(items):
-            if isinstance(container, Mapping):
+            if type(container) is dict or isinstance(container, Mapping):  # ABC check: slow
                 out.append(ContainerRef(fname, index, container, (*path, fname, index)))
     return tuple(out)
 
@@ -378,11 +378,14 @@ def as_list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+_ONLY_STR = {str}
+
+
 def str_map(value: object) -> Mapping[str, str]:
     """Labels or annotations as strings. The apiserver takes only strings; a number or a
     boolean (YAML's `version: 1`) reads as its text, and a list or a mapping as a short
     `brief` of it, so a check reports it without ever walking or copying all of it."""
-    if type(value) is dict and all(type(v) is str for v in value.values()):
+    if type(value) is dict and set(map(type, value.values())) <= _ONLY_STR:
         return value  # labels as the apiserver sends them: no copy needed
     if not isinstance(value, Mapping):
         return {}

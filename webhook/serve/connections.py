@@ -20,6 +20,9 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
   already on its way meets a closed socket; the apiserver does not retry a POST.
   Here an idle connection stays open for ``DRAIN_IDLE`` seconds, and every response
   from SIGTERM on says ``Connection: close``.
+- uvicorn writes each response in two calls (head, body): over TLS, two records and two
+  send(2) calls. Here what one loop turn writes goes out in one (``OneWrite``; what it
+  is worth under load: docs/performance.md).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ SWEEP_INTERVAL = 0.25  # seconds between checks of the connections' deadlines
 @dataclass(frozen=True)
 class Limits:
     header_timeout: float = 5.0
+    body_timeout: float = 10.0  # from the end of the head to the end of the body
     # Longer than the apiserver's idle timeout (90 s: client-go takes net/http's
     # DefaultTransport value, k8s.io/apimachinery/pkg/util/net SetOldTransportDefaults),
     # so the apiserver closes an idle connection first, never races our close with a POST.
@@ -84,6 +88,7 @@ class Shared:
 class Phase(enum.Enum):
     FIRST = "no request yet"
     HEAD = "receiving a request line and headers"
+    BODY = "receiving a request body"
     BUSY = "a request is being answered"
     IDLE = "kept alive between requests"
 
@@ -114,6 +119,7 @@ class WebhookProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = OneWrite(transport, self.loop)  # type: ignore[assignment]
         if len(self.connections) > self.shared.limits.max_connections:
             self.shared.note_refusal(len(self.connections))
             transport.close()
@@ -162,13 +168,18 @@ class WebhookProtocol(HttpToolsProtocol):
             size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
             if size > MAX_HEAD_BYTES:
                 raise HeadTooLarge  # httptools stops and raises HttpParserCallbackError
-        self.phase, self.deadline = Phase.BUSY, float("inf")
+        # The body's deadline, in place of a timer per request in the app (3-5 us armed
+        # and cancelled); nearly always the body came with the head and it ends at once.
+        self.phase = Phase.BODY
+        self.deadline = self.loop.time() + self.shared.limits.body_timeout
         super().on_headers_complete()
         if self.shared.draining:
             self.cycle.keep_alive = False  # the response says Connection: close
 
     def on_message_complete(self) -> None:
         self._message_ended = True
+        if self.phase is Phase.BODY:
+            self.phase, self.deadline = Phase.BUSY, float("inf")
         super().on_message_complete()
 
     def on_response_complete(self) -> None:
@@ -180,7 +191,7 @@ class WebhookProtocol(HttpToolsProtocol):
         if self.pipeline:
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
-        elif self.phase is Phase.BUSY:
+        elif self.phase is Phase.BUSY or self.phase is Phase.BODY:  # BODY: answered early
             self.phase = Phase.IDLE
             self.deadline = self.loop.time() + self.shared.limits.keep_alive_timeout
 
@@ -190,6 +201,9 @@ class WebhookProtocol(HttpToolsProtocol):
         if self.phase is Phase.HEAD:
             timeout = self.shared.limits.header_timeout
             self._refuse(408, f"request line and headers not received within {timeout:g}s")
+        elif self.phase is Phase.BODY:
+            timeout = self.shared.limits.body_timeout
+            self._refuse(408, f"request body not received within {timeout:g}s")
         else:
             self.transport.close()  # idle: no request since the handshake or the last one
 
@@ -197,16 +211,22 @@ class WebhookProtocol(HttpToolsProtocol):
         """Called by uvicorn on SIGTERM, once per open connection."""
         if self.phase is Phase.HEAD:
             return  # on_headers_complete ends the connection after this request
-        if self.phase is Phase.BUSY:
+        if self.phase is Phase.BUSY or self.phase is Phase.BODY:
             # The last request received gets Connection: close; any before it are answered.
             last = self.pipeline[0][0] if self.pipeline else self.cycle
             last.keep_alive = False
             return
         self.deadline = self.loop.time() + DRAIN_IDLE
 
+    def _body_awaited(self) -> bool:
+        # The request whose body is late is the one the app works on (none queued before
+        # it), and the app has not begun to answer: the 408 is its answer.
+        return self.phase is Phase.BODY and not self.pipeline and not self.cycle.response_started
+
     def _refuse(self, status: int, message: str) -> None:
-        """Answer a request the app never saw, and close: the rest of the stream is junk."""
-        if self.cycle is None or self.cycle.response_complete:
+        """Answer a request the app has not answered, and close: the rest of the stream
+        is junk. An app waiting for the body then reads a disconnect."""
+        if self.cycle is None or self.cycle.response_complete or self._body_awaited():
             body = orjson.dumps({"error": message, "code": status})
             head = [STATUS_LINE[status]]
             head += [n + b": " + v + b"\r\n" for n, v in self.server_state.default_headers]
@@ -214,6 +234,42 @@ class WebhookProtocol(HttpToolsProtocol):
             head.append(b"connection: close\r\n\r\n")
             self.transport.write(b"".join(head) + body)
         self.transport.close()
+
+
+class OneWrite:
+    """A transport that sends what one turn of the event loop writes in one write.
+
+    uvicorn writes a response in two calls, its head and then its body. Over TLS each
+    write is a TLS record of its own and a send(2): two of each for every response.
+    Held until the end of the loop's turn (or a close), they go out as one record in
+    one send, with the same bytes in the same order.
+    """
+
+    __slots__ = ("_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(bytes(data))
+
+    def flush(self) -> None:
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held = []
+            if not self._transport.is_closing():  # the peer went away meanwhile
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, abort, ...
+        return getattr(self._transport, name)
 
 
 def protocol_class(shared: Shared) -> type[WebhookProtocol]:

@@ -32,6 +32,7 @@ class DecisionLog:
 
     def write(self, req: AdmissionRequest, decision: Decision, verdict: str, state: State) -> None:
         age = state.inventory_age()
+        findings = decision.findings
         entry = {
             "time": self._clock(),
             "uid": req.uid,
@@ -44,16 +45,18 @@ class DecisionLog:
             "dryRun": req.dry_run,
             "decision": verdict,
             "findings": [
-                {"policy": f.policy, "rule": f.rule, "action": f.action, "path": list(f.path)}
-                for f in decision.findings[:LOGGED_FINDINGS]
-            ],
+                {"policy": f.policy, "rule": f.rule, "action": f.action, "path": f.path}
+                for f in findings[:LOGGED_FINDINGS]
+            ]
+            if findings
+            else (),  # nearly always: nothing to build
             "policySet": state.policy_set.digest,
             "inventoryAgeSeconds": None if age is None else round(age, 1),
         }
-        if len(decision.findings) > LOGGED_FINDINGS:
-            entry["findingsNotLogged"] = len(decision.findings) - LOGGED_FINDINGS
-        try:
-            self._stream.write(orjson.dumps(entry) + b"\n")
+        if len(findings) > LOGGED_FINDINGS:
+            entry["findingsNotLogged"] = len(findings) - LOGGED_FINDINGS
+        try:  # tuples are written as JSON arrays
+            self._stream.write(orjson.dumps(entry, option=orjson.OPT_APPEND_NEWLINE))
         except (OSError, ValueError) as exc:  # a closed or broken stdout
             self._lost(exc)
             return

@@ -19,6 +19,7 @@ never carries another Pod's name.
 from __future__ import annotations
 
 import re
+from collections import deque
 from typing import Any
 
 import orjson
@@ -46,6 +47,9 @@ class EvaluationCache:
         self.misses = 0
         self.bytes = 0  # what the entries held now take, as entry_bytes counts it
         self._entries: dict[bytes, tuple[Decision, int]] = {}
+        # The keys oldest first: `next(iter(dict))` after many pops from the front scans
+        # the holes they leave (about a microsecond a miss at 2048 entries).
+        self._order: deque[bytes] = deque()
         self._for: tuple[PolicySet, Inventory] | None = None
 
     def evaluate(
@@ -60,6 +64,7 @@ class EvaluationCache:
             return evaluate(policy_set, subject, inventory, stale=stale)
         if self._for is None or self._for[0] is not policy_set or self._for[1] is not inventory:
             self._entries.clear()
+            self._order.clear()
             self.bytes = 0
             self._for = (policy_set, inventory)
         key = fingerprint(subject)
@@ -85,11 +90,12 @@ class EvaluationCache:
         while self._entries and (
             len(self._entries) >= self.max_entries or self.bytes + size > self.max_bytes
         ):
-            oldest = next(iter(self._entries))
-            self.bytes -= self._entries.pop(oldest)[1]
+            self.bytes -= self._entries.pop(self._order.popleft())[1]
         # A copy of exactly its length: orjson's output can keep the capacity of an
         # earlier, larger one (a 30 KB key held 250 KB after a 250 KB object).
-        self._entries[bytes(memoryview(key))] = (decision, size)
+        kept = bytes(memoryview(key))
+        self._entries[kept] = (decision, size)
+        self._order.append(kept)
         self.bytes += size
 
 

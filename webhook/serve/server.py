@@ -1,10 +1,13 @@
-"""The HTTPS endpoint the kube-apiserver calls: a thin starlette shell around `judge`.
+"""The HTTPS endpoint the kube-apiserver calls: a thin ASGI shell around `judge`.
+
+POST /validate is a bare ASGI callable in front of starlette, which serves the rest
+(the probes, /metrics, and the 405 of /validate for other methods).
 
 Three outcomes stay apart: a policy decision is HTTP 200 with an AdmissionReview, a
-request that is not an AdmissionReview is 400 (413 when too large, 408 when too slow,
-400 too for JSON nested deeper than bounds.MAX_DEPTH or an object with more pod
-templates than we judge), and a fault of ours is 500, which the webhook's
-failurePolicy then decides.
+request that is not an AdmissionReview is 400 (413 when too large; 408 when too slow,
+from the connection layer's body deadline in webhook.serve.connections; 400 too for
+JSON nested deeper than bounds.MAX_DEPTH or an object with more pod templates than we
+judge), and a fault of ours is 500, which the webhook's failurePolicy then decides.
 
 The event loop answers every request, so none may hold it long: a body over
 INLINE_BODY bytes (a Pod is a few KB; a tenant's 3 MB one with 60,000 volumes takes
@@ -36,14 +39,22 @@ from typing import Any
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from webhook.core.engine import Decision, Outcome, evaluate
 from webhook.errors import ReviewError, WorkloadError
 from webhook.serve import metrics
-from webhook.serve.admission import AdmissionRequest, Evaluator, judge, parse_review, response
+from webhook.serve.admission import (
+    AdmissionRequest,
+    Evaluator,
+    allowed_bytes,
+    judge,
+    parse_review,
+    response,
+)
 from webhook.serve.decisionlog import DecisionLog, object_name
 from webhook.serve.state import State
 from webhook.sources.bounds import TooDeep, loads_json, too_deep
@@ -61,41 +72,33 @@ def verdict_of(decision: Decision) -> Outcome:
     return decision.outcome  # "error" never gets here: judge raised it as a 500
 
 
-async def read_body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-        raise BodyTooLarge
+async def read_body(scope: Scope, receive: Receive) -> bytes:
+    """The request body, read from the ASGI messages (BodyTooLarge past MAX_BODY).
+
+    No timer: a body that does not arrive within --body-timeout is the connection
+    layer's to answer (webhook.serve.connections sweeps its deadline)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > MAX_BODY:
+            raise BodyTooLarge
+    message = await receive()
+    if message["type"] == "http.request" and not message.get("more_body", False):
+        body: bytes = message.get("body", b"")  # nearly always: all of it came with the head
+        if len(body) > MAX_BODY:
+            raise BodyTooLarge
+        return body
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY:
             raise BodyTooLarge
         chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def read_body_within(request: Request, timeout: float) -> bytes:
-    """read_body, or TimeoutError: a bare timer (half the cost of asyncio.timeout)."""
-    task = asyncio.current_task()
-    assert task is not None
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        task.cancel()
-
-    timer = asyncio.get_running_loop().call_later(timeout, expire)
-    try:
-        return await read_body(request)
-    except asyncio.CancelledError:
-        if expired:
-            task.uncancel()
-            raise TimeoutError from None
-        raise
-    finally:
-        timer.cancel()
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+        message = await receive()
 
 
 def parse_json(body: bytes) -> Any:
@@ -117,11 +120,23 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _error(status: int, message: str, uid: str | None = None) -> Response:
+Answer = tuple[int, bytes]  # an HTTP status and a JSON body
+
+
+def _error(status: int, message: str, uid: str | None = None) -> Answer:
     body: dict[str, Any] = {"error": message, "code": status}
     if uid:
         body["uid"] = uid
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    return status, orjson.dumps(body)
+
+
+async def _send(send: Send, answer: Answer) -> None:
+    # What starlette's Response sends for a JSON body, without its machinery: the
+    # headers in its order, and the body in one message.
+    status, body = answer
+    headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(
@@ -129,28 +144,31 @@ def create_app(
     *,
     decision_log: DecisionLog | None = None,
     background: Callable[[State], contextlib.AbstractAsyncContextManager[None]] | None = None,
-) -> Starlette:
+) -> ASGIApp:
     decisions = decision_log or DecisionLog()
     large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-admission-large")
 
-    async def validate(request: Request) -> Response:
+    async def validate(scope: Scope, receive: Receive, send: Send) -> None:
+        """POST /validate as a bare ASGI callable: starlette's request and response
+        objects, router and middleware cost ~14 us a request, a third of the bare
+        endpoint's whole floor (bench/serve_handler.py)."""
         started = time.perf_counter()
         try:
-            body = await read_body_within(request, state.settings.body_timeout)
+            body = await read_body(scope, receive)
         except BodyTooLarge:
-            return _error(413, f"request body over {MAX_BODY} bytes")
-        except TimeoutError:
-            return _error(408, f"request body not received within {state.settings.body_timeout:g}s")
+            await _send(send, _error(413, f"request body over {MAX_BODY} bytes"))
+            return
         if len(body) <= INLINE_BODY:
-            return answer(body, started, state.cache.evaluate)
+            await _send(send, answer(body, started, state.cache.evaluate, metrics.LOOP))
+            return
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(large, answer_large, body, started)
+        await _send(send, await loop.run_in_executor(large, answer_large, body, started))
 
-    def answer_large(body: bytes, started: float) -> Response:
+    def answer_large(body: bytes, started: float) -> Answer:
         with _collector_paused():
-            return answer(body, started, evaluate)
+            return answer(body, started, evaluate, metrics.LARGE)
 
-    def answer(body: bytes, started: float, evaluator: Evaluator) -> Response:
+    def answer(body: bytes, started: float, evaluator: Evaluator, tally: metrics.Tally) -> Answer:
         try:
             req = parse_review(parse_json(body))
         except (ValueError, RecursionError) as exc:
@@ -161,22 +179,22 @@ def create_app(
         try:
             payload, decision = _decide(req, state, evaluator)
         except WorkloadError as exc:  # an object too large to judge: the request's fault
-            metrics.request_counter("invalid", kind, req.operation).inc()
+            tally.request("invalid", kind, req.operation)
             return _error(400, f"object not judged: {exc}", req.uid)
         except Exception:
             log.exception("internal error judging request uid=%s", req.uid)
-            metrics.request_counter("error", kind, req.operation).inc()
+            tally.request("error", kind, req.operation)
             return _error(500, "internal error; see the webhook's log", req.uid)
         verdict = verdict_of(decision)
         decisions.write(req, decision, verdict, state)
-        metrics.request_counter(verdict, kind, req.operation).inc()
+        tally.request(verdict, kind, req.operation)
         if decision.findings:  # most requests have none: no Counter for them
             for (policy, rule, action), n in Counter(
                 (f.policy, f.rule, f.action) for f in decision.findings
             ).items():
-                metrics.finding_counter(policy, rule, action).inc(n)
-        metrics.LATENCY.observe(time.perf_counter() - started)
-        return Response(payload, media_type="application/json")
+                tally.finding(policy, rule, action, n)
+        tally.observe(time.perf_counter() - started)
+        return 200, payload
 
     async def healthz(request: Request) -> Response:
         return Response(b"ok", media_type="text/plain")
@@ -217,15 +235,35 @@ def create_app(
             large.shutdown(wait=True, cancel_futures=True)
             decisions.flush()  # the last turn's lines, before the process goes
 
-    return Starlette(
+    routes = Starlette(
         routes=[
-            Route("/validate", validate, methods=["POST"]),
+            # What is not a POST gets starlette's 405 (an ASGI endpoint keeps `methods`).
+            Route("/validate", _Bare(validate), methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
         ],
         lifespan=lifespan,
     )
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/validate" and scope["method"] == "POST":
+            await validate(scope, receive, send)
+        else:
+            await routes(scope, receive, send)
+
+    return app
+
+
+class _Bare:
+    """An ASGI callable as a route's endpoint: starlette calls it as it is (a function
+    it would wrap in its request/response handling)."""
+
+    def __init__(self, call: ASGIApp) -> None:
+        self.call = call
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.call(scope, receive, send)
 
 
 @contextlib.contextmanager
@@ -250,6 +288,8 @@ def _decide(req: AdmissionRequest, state: State, evaluator: Evaluator) -> tuple[
         stale=state.staleness(),
         evaluator=evaluator,
     )
+    if not decision.findings:
+        return allowed_bytes(req.uid), decision
     name = req.name or object_name(req) or "(unnamed)"
     where = f"{req.namespace}/{name}" if req.namespace else name
     body = response(req.uid, decision, subject=f"{req.kind} {where}")

@@ -37,7 +37,6 @@ class Settings:
     reload_interval: float = 5.0
     kubeconfig: str | None = None
     context: str | None = None
-    body_timeout: float = 10.0  # a client that has not sent its body by then is cut off
     eval_cache_size: int = 2048  # decisions of identical objects remembered; 0: none
 
 

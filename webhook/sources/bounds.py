@@ -60,7 +60,8 @@ def _padded(data: bytes) -> bytes:
 def _brackets(data: bytes | str) -> int:
     if isinstance(data, str):
         return data.count("[") + data.count("{")
-    return data.count(b"[") + data.count(b"{")
+    # One pass (two counts are two), on every admission request.
+    return len(data) - len(data.translate(None, b"[{"))
 
 
 def too_deep(value: Any) -> bool:
