@@ -18,16 +18,22 @@ from webhook.sources.files import SourceObject, expand_paths, iter_objects, read
 
 
 def check_paths(
-    paths: Sequence[str], *, policy_set: PolicySet, inventory: Inventory, input_dra: bool = True
+    paths: Sequence[str],
+    *,
+    policy_set: PolicySet,
+    inventory: Inventory,
+    input_dra: bool = True,
+    expanded: bool = False,
 ) -> Run:
     """Every object of every file, judged one file at a time (memory: one file's parse).
 
     A Pod and the ResourceClaimTemplate it names may come in the same PR: unless the
     caller has done it (`input_dra=False`), the DRA objects of the input join the
     inventory first. That costs a byte search per file; only files that name the DRA
-    group are parsed twice. Stdin is read once and kept for both passes."""
+    group are parsed twice. Stdin is read once and kept for both passes. `expanded`: the
+    paths are files already (what expand_paths gave), not to be looked at again."""
     run = Run()
-    names = list(expand_paths(paths))
+    names = list(paths) if expanded else list(expand_paths(paths))
     stdin = read_text("-") if "-" in names else None
     if input_dra:
         inventory = with_dra_of_files(inventory, names, stdin=stdin)
@@ -62,13 +68,19 @@ def not_kubernetes(data: bytes) -> bool:
     return head[:1] in (b"{", b"[") and b'"apiVersion"' not in data
 
 
-def empty_inputs(paths: Sequence[str], run: Run) -> list[str]:
+def empty_inputs(
+    paths: Sequence[str], run: Run, *, expanded: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
     """An input (a file, a directory, stdin) in which the run found nothing at all: a
-    newcomer's mistake (a wrong directory, an empty pipe), never a silent pass."""
+    newcomer's mistake (a wrong directory, an empty pipe), never a silent pass.
+    `expanded`: each input's files, when the caller has listed them already."""
     return [
         f"no Kubernetes objects found in {'<stdin>' if raw == '-' else raw}"
         for raw in paths
-        if not any(name in run.found for name in expand_paths([raw]))
+        if not any(
+            name in run.found
+            for name in (expanded[raw] if expanded is not None else expand_paths([raw]))
+        )
     ]
 
 
@@ -77,30 +89,36 @@ def with_dra_of_files(
 ) -> Inventory:
     """The DRA objects of any of these files joined to the inventory, before any file is
     judged: a claim template in one file (or one part of a parallel check) resolves for a
-    Pod in another. Only files that name the DRA group are parsed."""
-    files: list[tuple[str, Sequence[object] | ManifestError]] = []
+    Pod in another."""
+    return with_dra_objects(inventory, dra_objects(names, stdin=stdin))
+
+
+def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Mapping[str, Any]]:
+    """The DRA objects of these files, in their order. Only files that name the DRA group
+    are parsed, one object at a time: only the DRA objects are kept."""
+    found: list[Mapping[str, Any]] = []
+    needle = DRA_GROUP.encode()
     for name in names:
         try:
             data = stdin if name == "-" and stdin is not None else read_text(name)
-            if DRA_GROUP.encode() in data:
-                files.append((name, list(iter_objects(name, data))))
+            if needle in data:
+                found += [  # all or nothing: a file that breaks off adds none
+                    item.obj
+                    for item in iter_objects(name, data)
+                    if isinstance(item, SourceObject) and _is_dra(item.obj)
+                ]
         except ManifestError:
             continue  # reported by the part that holds the file
-    return with_input_dra(inventory, files)
+    return found
 
 
-def with_input_dra(
-    inventory: Inventory, files: Sequence[tuple[str, Sequence[object] | ManifestError | None]]
-) -> Inventory:
-    found = [
-        item.obj
-        for _, items in files
-        if items is not None and not isinstance(items, ManifestError)
-        for item in items
-        if isinstance(item, SourceObject)
-        and item.obj.get("kind") in DRA_KINDS
-        and str(item.obj.get("apiVersion", "")).startswith(DRA_GROUP + "/")
-    ]
+def _is_dra(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") in DRA_KINDS and str(obj.get("apiVersion", "")).startswith(
+        DRA_GROUP + "/"
+    )
+
+
+def with_dra_objects(inventory: Inventory, found: Sequence[Mapping[str, Any]]) -> Inventory:
     if not found:
         return inventory
     supply = inventory.dra
