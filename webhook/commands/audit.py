@@ -14,7 +14,7 @@ entry for the folding.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -99,6 +99,18 @@ class _Owner:
     location: str
 
 
+@dataclass(frozen=True, slots=True)
+class AuditState:
+    objects: int
+    evaluated: int
+    skipped: dict[str, int]
+    kinds: dict[str, int]
+    records: list[_Record]
+    owners: dict[str, _Owner]
+    passing_pods: dict[tuple[str, str], int]
+    errors: list[str]
+
+
 @dataclass
 class Auditor:
     """Feed objects with `add`; `report()` folds and sorts what was found."""
@@ -118,6 +130,9 @@ class Auditor:
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
+        if not isinstance(obj, Mapping):  # a List item that is a number or a string
+            self._skipped["not an object"] += 1
+            return
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if not isinstance(api_version, str) or not isinstance(kind, str):
             self._skipped["without apiVersion/kind"] += 1
@@ -167,6 +182,35 @@ class Auditor:
         if not decision.findings:
             return ()
         return tuple(self._interned.setdefault(f, f) for f in decision.findings)
+
+    def state(self) -> AuditState:
+        """What this auditor gathered, without its policies and inventory: what a worker
+        process sends back (see webhook.commands.auditdump)."""
+        return AuditState(
+            self._objects,
+            self._evaluated,
+            dict(self._skipped),
+            dict(self._kinds),
+            self._records,
+            self._owners,
+            self._passing_pods,
+            self.errors,
+        )
+
+    def absorb(self, state: AuditState, *, moved: Callable[[str], str]) -> None:
+        """Another auditor's objects, as if fed here after everything fed so far;
+        `moved` rewrites its locations (and the ones its errors start with)."""
+        self._objects += state.objects
+        self._evaluated += state.evaluated
+        self._skipped.update(state.skipped)
+        self._kinds.update(state.kinds)
+        for r in state.records:
+            self._records.append(_Record(r.ref, r.owner, r.findings, moved(r.location)))
+        for uid, o in state.owners.items():
+            self._owners[uid] = _Owner(o.ref, o.owner, moved(o.location))
+        for key, count in state.passing_pods.items():
+            self._passing_pods[key] = self._passing_pods.get(key, 0) + count
+        self.errors.extend(moved(e) for e in state.errors)
 
     def report(self) -> AuditReport:
         folding = _Folding(self._owners)
