@@ -122,7 +122,7 @@ def _audit_part(part: dumpsplit.Part) -> tuple[AuditState, int, int] | None:
     lines: list[int] = []
     seen = 0
     try:
-        for line, obj in dumpsplit.items(part, lines=lines):
+        for line, obj, _ in dumpsplit.items(part, lines=lines):
             seen += 1
             if namespace is None or _namespace(obj) == namespace:
                 auditor.add(obj, location=f"{source}:{line + 1}")

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from webhook.core.dra import CLAIM_KINDS, DRA_KINDS
 from webhook.core.dra import GROUP as DRA_GROUP
 from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
+from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
 from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
@@ -24,6 +25,7 @@ def check_paths(
     inventory: Inventory,
     input_dra: bool = True,
     expanded: bool = False,
+    dump_workers: int = 1,
 ) -> Run:
     """Every object of every file, judged one file at a time (memory: one file's parse).
 
@@ -31,7 +33,10 @@ def check_paths(
     caller has done it (`input_dra=False`), the DRA objects of the input join the
     inventory first. That costs a byte search per file; only files that name the DRA
     group are parsed twice. Stdin is read once and kept for both passes. `expanded`: the
-    paths are files already (what expand_paths gave), not to be looked at again."""
+    paths are files already (what expand_paths gave), not to be looked at again. A big
+    JSON dump is streamed instead, across `dump_workers` processes (checkdump)."""
+    from webhook.commands.checkdump import check_dump, dump_parts
+
     run = Run()
     names = list(paths) if expanded else list(expand_paths(paths))
     stdin = read_text("-") if "-" in names else None
@@ -39,6 +44,16 @@ def check_paths(
         inventory = with_dra_of_files(inventory, names, stdin=stdin)
     for name in names:
         run.files += 1
+        parts = dump_parts(name, workers=dump_workers)
+        done = check_dump(parts, policy_set=policy_set, inventory=inventory) if parts else None
+        if done is not None:
+            run.found.add(name)
+            run.results += done.results
+            run.errors += done.errors
+            run.objects += done.objects
+            run.evaluated += done.evaluated
+            run.skipped.update(done.skipped)
+            continue
         try:
             data = stdin if name == "-" and stdin is not None else read_text(name)
             if not_kubernetes(data):  # a JSON file that is not Kubernetes: package-lock.json
@@ -48,7 +63,7 @@ def check_paths(
             for item in iter_objects(name, data):
                 run.found.add(name)
                 if isinstance(item, SourceObject):
-                    _check_object(item, run, policy_set, inventory)
+                    check_object(item, run, policy_set, inventory)
                 else:
                     run.objects += 1
                     run.skipped["not an object"] += 1
@@ -95,18 +110,27 @@ def with_dra_of_files(
 
 def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Mapping[str, Any]]:
     """The DRA objects of these files, in their order. Only files that name the DRA group
-    are parsed, one object at a time: only the DRA objects are kept."""
+    are parsed; a big JSON dump one item at a time, keeping only the DRA objects."""
+    from webhook.commands.checkdump import dump_objects, dump_parts
+
     found: list[Mapping[str, Any]] = []
     needle = DRA_GROUP.encode()
     for name in names:
         try:
             data = stdin if name == "-" and stdin is not None else read_text(name)
-            if needle in data:
-                found += [  # all or nothing: a file that breaks off adds none
+            if needle not in data:
+                continue
+            parts = dump_parts(name, workers=1)
+            streamed = dump_objects(parts, keep=_is_dra) if parts else None
+            found += (  # all or nothing: a file that breaks off adds none
+                streamed
+                if streamed is not None
+                else [
                     item.obj
                     for item in iter_objects(name, data)
                     if isinstance(item, SourceObject) and _is_dra(item.obj)
                 ]
+            )
         except ManifestError:
             continue  # reported by the part that holds the file
     return found
@@ -130,9 +154,19 @@ def with_dra_objects(inventory: Inventory, found: Sequence[Mapping[str, Any]]) -
     return inventory.with_dra(supply)
 
 
-def _check_object(
-    item: SourceObject, run: Run, policy_set: PolicySet, inventory: Inventory
-) -> None:
+class Placed(Protocol):
+    """An object and where its fields are: a SourceObject, or an item of a dump."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def obj(self) -> Mapping[str, Any]: ...
+    @property
+    def document_line(self) -> int: ...
+    def line_of(self, field: Path) -> int: ...
+
+
+def check_object(item: Placed, run: Run, policy_set: PolicySet, inventory: Inventory) -> None:
     run.objects += 1
     obj = item.obj
     if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
@@ -151,7 +185,7 @@ def _check_object(
         return
     if decision.error is not None:  # a bug in a check: exit 2, the other files go on
         run.errors.append(
-            f"{item.source}:{item.document.line}: internal error while "
+            f"{item.source}:{item.document_line}: internal error while "
             f"evaluating {obj['kind']} {namespace}/{name}: {decision.error}"
         )
         return
@@ -242,3 +276,19 @@ class Run:
 
 def placed(results: Sequence[Result]) -> list[Result]:
     return sorted(results, key=lambda r: (r.file, r.line, r.finding.policy, r.finding.rule))
+
+
+def merged_in_order(runs: Sequence[Run]) -> Run:
+    """Runs of consecutive files, in their order, as one run over all of them: results
+    placed as `check_paths` places them, errors and skip reasons in first-seen order."""
+    total = Run()
+    for run in runs:
+        total.results.extend(run.results)
+        total.errors.extend(run.errors)
+        total.files += run.files
+        total.objects += run.objects
+        total.evaluated += run.evaluated
+        total.skipped.update(run.skipped)
+        total.found |= run.found
+    total.results = placed(total.results)
+    return total

@@ -21,7 +21,7 @@ from webhook.commands.check import (
     check_paths,
     dra_objects,
     empty_inputs,
-    placed,
+    merged_in_order,
     with_dra_objects,
 )
 from webhook.core.inventory import Inventory
@@ -61,7 +61,9 @@ def check_files(
     files = [name for raw in paths for name in listed[raw]]
     workers = workers_available() if workers is None else workers
     if workers < 2 or len(files) < min_files or "-" in files or not _can_fork():
-        run = check_paths(files, policy_set=policy_set, inventory=inventory, expanded=True)
+        run = check_paths(
+            files, policy_set=policy_set, inventory=inventory, expanded=True, dump_workers=workers
+        )
     else:
         run = _in_parts(files, policy_set=policy_set, inventory=inventory, workers=workers)
     run.errors.extend(empty_inputs(paths, run, expanded=listed))  # the same on both paths
@@ -77,7 +79,7 @@ def _in_parts(
     _shared = (policy_set, with_dra_objects(inventory, found))  # references across parts
     try:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return merged(pool.map(_check_chunk, runs, chunksize=1))
+            return merged_in_order(pool.map(_check_chunk, runs, chunksize=1))
     finally:
         _shared = None
 
@@ -104,19 +106,3 @@ def _check_chunk(files: list[str]) -> Run:
     return check_paths(
         files, policy_set=policy_set, inventory=inventory, input_dra=False, expanded=True
     )
-
-
-def merged(runs: Sequence[Run]) -> Run:
-    """Runs of consecutive files, in their order, as one run over all of them: results
-    placed as `check_paths` places them, errors and skip reasons in first-seen order."""
-    total = Run()
-    for run in runs:
-        total.results.extend(run.results)
-        total.errors.extend(run.errors)
-        total.files += run.files
-        total.objects += run.objects
-        total.evaluated += run.evaluated
-        total.skipped.update(run.skipped)
-        total.found |= run.found
-    total.results = placed(total.results)
-    return total

@@ -29,7 +29,7 @@ from webhook.sources.bounds import TooDeep, loads_json
 CHUNK = 4 << 20  # bytes read at a time by a range reader
 _EDGE = 1 << 16  # bytes read at each end of the file to find the items array
 _HEAD = re.compile(
-    rb'\A(?:\xef\xbb\xbf)?\{\n(?: +"[A-Za-z]+": "[^"\\\n]*",\n){0,8}'
+    rb'\A(?:\xef\xbb\xbf)?\{\n(?P<members>(?: +"[A-Za-z]+": "[^"\\\n]*",\n){0,8})'
     rb'(?P<array> +)"items": \[\n(?P<item> +)\{\n'
 )
 
@@ -47,6 +47,7 @@ class Part:
     end: int
     indent: bytes
     final: bool  # the last range: it ends where the items array ends
+    kind: str = ""  # the List's own kind member ("List", "PodList"), "" if it has none
 
 
 def parts(path: str, *, count: int) -> list[Part]:
@@ -62,7 +63,10 @@ def parts(path: str, *, count: int) -> list[Part]:
         f.seek(max(0, size - _EDGE))
         tail_at = f.tell()
         tail = f.read()
-        end = tail_at + _items_end(tail, match.group("array"))
+        at, rest = _items_end(tail, match.group("array"))
+        end = tail_at + at
+        head = orjson.loads(b"{" + match.group("members").rstrip(b",\n") + b"}")
+        kind = rest.get("kind", head.get("kind", ""))
         if end <= start:
             raise Unusual(path)
         cuts = [start]
@@ -71,26 +75,31 @@ def parts(path: str, *, count: int) -> list[Part]:
             if cut is not None and cut > cuts[-1]:
                 cuts.append(cut)
     bounds = [*cuts, end]
-    return [Part(path, a, b, indent, final=b == end) for a, b in itertools.pairwise(bounds)]
+    list_kind = kind if isinstance(kind, str) else ""
+    return [
+        Part(path, a, b, indent, final=b == end, kind=list_kind)
+        for a, b in itertools.pairwise(bounds)
+    ]
 
 
-def _items_end(tail: bytes, array: bytes) -> int:
+def _items_end(tail: bytes, array: bytes) -> tuple[int, dict[str, Any]]:
     """Where the items array closes (the newline before its `]`), with nothing after
-    the List but its other members."""
+    the List but its other members (returned)."""
     at = tail.rfind(b"\n" + array + b"]")
     if at == -1:
         raise Unusual("no end of the items array")
     after = tail[at + 1 + len(array) + 1 :]
-    if after.strip() != b"}":
-        if not after.startswith(b","):
-            raise Unusual("something after the items array")
-        try:
-            rest = orjson.loads(b"{" + after[1:])
-        except orjson.JSONDecodeError:
-            raise Unusual("the List does not end as an object") from None
-        if not isinstance(rest, dict) or "items" in rest:
-            raise Unusual("a second items member")
-    return at
+    if after.strip() == b"}":
+        return at, {}
+    if not after.startswith(b","):
+        raise Unusual("something after the items array")
+    try:
+        rest = orjson.loads(b"{" + after[1:])
+    except orjson.JSONDecodeError:
+        raise Unusual("the List does not end as an object") from None
+    if not isinstance(rest, dict) or "items" in rest:
+        raise Unusual("a second items member")
+    return at, rest
 
 
 def _next_item(f: Any, at: int, end: int, indent: bytes) -> int | None:
@@ -112,9 +121,9 @@ def _next_item(f: Any, at: int, end: int, indent: bytes) -> int | None:
     return None
 
 
-def items(part: Part, *, lines: list[int]) -> Iterator[tuple[int, Any]]:
-    """(newlines between the range's start and the item, the parsed item) for each
-    item of the range; Unusual as soon as the range is not a run of pretty items. At
+def items(part: Part, *, lines: list[int]) -> Iterator[tuple[int, Any, bytes]]:
+    """(newlines between the range's start and the item, the parsed item, its text) for
+    each item of the range; Unusual as soon as the range is not a run of pretty items. At
     the end, `lines` holds the range's newline count (where the next range's lines
     start)."""
     opener = part.indent + b"{\n"
@@ -136,7 +145,8 @@ def items(part: Part, *, lines: list[int]) -> Iterator[tuple[int, Any]]:
                 buf, pos, left = _refill(f, buf, pos, left)
                 found = closing.search(buf, max(pos, pos + searched - len(part.indent) - 2))
             stop = found.end()
-            yield line, _parsed(buf[pos:stop])
+            text = buf[pos:stop]
+            yield line, _parsed(text), text
             line += buf.count(b"\n", pos, stop)
             pos = stop
             while len(buf) - pos < 2 and left:
@@ -154,6 +164,21 @@ def items(part: Part, *, lines: list[int]) -> Iterator[tuple[int, Any]]:
                     raise Unusual("a comma after the last item")
                 lines.append(line)
                 return
+
+
+def line_bases(parts: list[Part]) -> list[int]:
+    """The newlines before each range's start, counted in chunks (bounded memory)."""
+    bases, count, pos = [], 0, 0
+    with open(parts[0].path, "rb") as f:
+        for part in parts:
+            while pos < part.start:
+                data = f.read(min(CHUNK, part.start - pos))
+                if not data:
+                    raise Unusual("the file changed while it was read")
+                count += data.count(b"\n")
+                pos += len(data)
+            bases.append(count)
+    return bases
 
 
 def _refill(f: Any, buf: bytes, pos: int, left: int) -> tuple[bytes, int, int]:

@@ -32,6 +32,10 @@ class SourceObject:
     def line_of(self, field: Path) -> int:
         return self.document.line_of((*self.path, *field))
 
+    @property
+    def document_line(self) -> int:
+        return self.document.line
+
 
 def expand_paths(paths: Sequence[str]) -> Iterator[str]:
     """Files as given; directories walked for YAML/JSON files in a stable order."""
