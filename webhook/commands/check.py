@@ -111,26 +111,25 @@ def with_dra_of_files(
 def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Mapping[str, Any]]:
     """The DRA objects of these files, in their order. Only files that name the DRA group
     are parsed; a big JSON dump one item at a time, keeping only the DRA objects."""
-    from webhook.commands.checkdump import dump_objects, dump_parts
+    from webhook.commands.checkdump import dump_objects, dump_parts, file_holds
 
     found: list[Mapping[str, Any]] = []
     needle = DRA_GROUP.encode()
     for name in names:
         try:
+            parts = dump_parts(name, workers=1)  # a big dump: never held whole
+            if parts is not None:
+                streamed = dump_objects(parts, keep=_is_dra) if file_holds(name, needle) else []
+                if streamed is not None:
+                    found += streamed
+                    continue
             data = stdin if name == "-" and stdin is not None else read_text(name)
-            if needle not in data:
-                continue
-            parts = dump_parts(name, workers=1)
-            streamed = dump_objects(parts, keep=_is_dra) if parts else None
-            found += (  # all or nothing: a file that breaks off adds none
-                streamed
-                if streamed is not None
-                else [
+            if needle in data:
+                found += [  # all or nothing: a file that breaks off adds none
                     item.obj
                     for item in iter_objects(name, data)
                     if isinstance(item, SourceObject) and _is_dra(item.obj)
                 ]
-            )
         except ManifestError:
             continue  # reported by the part that holds the file
     return found

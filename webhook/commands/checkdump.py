@@ -94,6 +94,20 @@ def _check_part(job: tuple[dumpsplit.Part, int]) -> Run | None:
     return run
 
 
+def file_holds(name: str, needle: bytes) -> bool:
+    """Whether the file's bytes contain `needle`, read a chunk at a time."""
+    carry = b""
+    try:
+        with open(name, "rb") as f:
+            while chunk := f.read(dumpsplit.CHUNK):
+                if needle in carry + chunk[: len(needle)] or needle in chunk:
+                    return True
+                carry = chunk[-len(needle) + 1 :]
+    except OSError:
+        return True  # the whole-file path reports it
+    return False
+
+
 def dump_objects(
     parts: Sequence[dumpsplit.Part], *, keep: Callable[[Any], bool]
 ) -> list[Any] | None:
