@@ -46,7 +46,7 @@ class DumpItem:
 
 def dump_parts(name: str, *, workers: int) -> list[dumpsplit.Part] | None:
     """The byte ranges of a big JSON List in kubectl's layout; None for anything else."""
-    if name == "-":
+    if name == "-" or name.endswith((".yaml", ".yml")):  # no stat per YAML manifest
         return None
     try:
         if os.path.getsize(name) < MIN_BYTES:

@@ -65,7 +65,10 @@ def parts(path: str, *, count: int) -> list[Part]:
         tail = f.read()
         at, rest = _items_end(tail, match.group("array"))
         end = tail_at + at
-        head = orjson.loads(b"{" + match.group("members").rstrip(b",\n") + b"}")
+        try:
+            head = orjson.loads(b"{" + match.group("members").rstrip(b",\n") + b"}")
+        except orjson.JSONDecodeError:  # not UTF-8: jsonstream says so
+            raise Unusual(path) from None
         kind = rest.get("kind", head.get("kind", ""))
         if end <= start:
             raise Unusual(path)
