@@ -22,6 +22,7 @@ from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
+from webhook.core.prefilter import Prefilter, plain_verdict
 from webhook.core.subject import Subject, namespace_of, subject_of
 from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
 from webhook.errors import GpuAdmissionError
@@ -127,6 +128,10 @@ class Auditor:
     _owners: dict[str, _Owner] = field(default_factory=dict)
     _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
     _interned: dict[Finding, Finding] = field(default_factory=dict)
+    _prefilter: Prefilter | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._prefilter = Prefilter.of(self.policy_set)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
@@ -160,6 +165,13 @@ class Auditor:
             self._records.append(_Record(ref, owner, findings, location))
 
     def _evaluate(self, subject: Subject, location: str) -> tuple[Finding, ...] | None:
+        if self._prefilter is not None and self._prefilter.plain(subject.obj):
+            skipped = plain_verdict(self.policy_set, subject)  # no GPU channel: see prefilter
+            if skipped is not None:
+                self._skipped[skipped] += 1
+                return None
+            self._evaluated += 1
+            return ()
         try:
             decision = evaluate(self.policy_set, subject, self.inventory)
         except GpuAdmissionError as exc:  # too large to judge: an input error, exit 2

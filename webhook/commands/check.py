@@ -13,6 +13,7 @@ from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
+from webhook.core.prefilter import Prefilter, plain_verdict
 from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
@@ -38,6 +39,7 @@ def check_paths(
     from webhook.commands.checkdump import check_dump, dump_parts
 
     run = Run()
+    prefilter = Prefilter.of(policy_set)
     names = list(paths) if expanded else list(expand_paths(paths))
     stdin = read_text("-") if "-" in names else None
     if input_dra:
@@ -63,7 +65,7 @@ def check_paths(
             for item in iter_objects(name, data):
                 run.found.add(name)
                 if isinstance(item, SourceObject):
-                    check_object(item, run, policy_set, inventory)
+                    check_object(item, run, policy_set, inventory, prefilter)
                 else:
                     run.objects += 1
                     run.skipped["not an object"] += 1
@@ -165,14 +167,27 @@ class Placed(Protocol):
     def line_of(self, field: Path) -> int: ...
 
 
-def check_object(item: Placed, run: Run, policy_set: PolicySet, inventory: Inventory) -> None:
+def check_object(
+    item: Placed,
+    run: Run,
+    policy_set: PolicySet,
+    inventory: Inventory,
+    prefilter: Prefilter | None = None,
+) -> None:
     run.objects += 1
     obj = item.obj
     if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
         run.skipped["without apiVersion/kind"] += 1
         return
-    meta = _meta(obj)
     subject = subject_of(obj)
+    if prefilter is not None and type(obj) is dict and prefilter.plain(obj):
+        skipped = plain_verdict(policy_set, subject)  # no GPU channel: see core.prefilter
+        if skipped is not None:
+            run.skipped[skipped] += 1
+        else:
+            run.evaluated += 1
+        return
+    meta = _meta(obj)
     namespace = subject.namespace
     name = shown_name(meta)
     try:

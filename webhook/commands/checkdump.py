@@ -21,6 +21,7 @@ from webhook.commands.check import Run, check_object, merged_in_order
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
+from webhook.core.prefilter import Prefilter
 from webhook.sources import dumpsplit
 from webhook.sources.jsonlines import line_in
 
@@ -86,9 +87,11 @@ def _check_part(job: tuple[dumpsplit.Part, int]) -> Run | None:
     part, base = job
     run = Run()
     source = part.path
+    prefilter = Prefilter.of(policy_set)
     try:
         for line, obj, text in dumpsplit.items(part, lines=[]):
-            check_object(DumpItem(source, obj, base + line + 1, text), run, policy_set, inventory)
+            item = DumpItem(source, obj, base + line + 1, text)
+            check_object(item, run, policy_set, inventory, prefilter)
     except (dumpsplit.Unusual, OSError):
         return None
     return run
