@@ -19,11 +19,11 @@ from webhook.cli import (
 )
 from webhook.cli.progress import Progress
 from webhook.commands.audit import Auditor, AuditReport, FailOn
+from webhook.commands.auditdump import audit_dumps
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 from webhook.errors import GpuAdmissionError
 from webhook.sources.dumps import Sourced
-from webhook.sources.dumps import from_files as files_source
 from webhook.sources.files import read_inventory
 
 
@@ -128,19 +128,27 @@ def _run(
         inv = _file_inventory(inventory_file)
         if inventory_file is None:
             notes.append("no --inventory: node-dependent rules judged from resource names only")
-        objects = files_source(from_files, errors=errors, namespace=namespace, stage=progress.stage)
-    else:
-        inv, objects = _live(
-            policy_set,
-            inventory_file=inventory_file,
-            context=context,
-            kubeconfig=kubeconfig,
+        auditor = Auditor(policy_set, inv, errors=errors, notes=notes)
+        # Big JSON dumps across all CPUs (webhook.commands.auditdump), the rest here.
+        audit_dumps(
+            from_files,
+            auditor=auditor,
             namespace=namespace,
-            page_size=page_size,
-            notes=notes,
-            errors=errors,
-            progress=progress,
+            stage=progress.stage,
+            tick=progress.tick,
         )
+        return auditor.report()
+    inv, objects = _live(
+        policy_set,
+        inventory_file=inventory_file,
+        context=context,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        page_size=page_size,
+        notes=notes,
+        errors=errors,
+        progress=progress,
+    )
     auditor = Auditor(policy_set, inv, errors=errors, notes=notes)
     for item in objects:
         auditor.add(item.obj, location=item.location)

@@ -35,9 +35,10 @@ class Progress:
         self._what = what
         self._draw(force=True)
 
-    def tick(self) -> None:
-        self._count += 1
-        if self._on and self._count % 256 == 0:
+    def tick(self, n: int = 1) -> None:
+        before = self._count
+        self._count += n
+        if self._on and (self._count >> 8) != (before >> 8):  # every 256 objects
             self._draw()
 
     def _draw(self, *, force: bool = False) -> None:

@@ -14,7 +14,7 @@ entry for the folding.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,6 +22,7 @@ from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
+from webhook.core.prefilter import Prefilter, plain_verdict
 from webhook.core.subject import Subject, namespace_of, subject_of
 from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
 from webhook.errors import GpuAdmissionError
@@ -99,6 +100,18 @@ class _Owner:
     location: str
 
 
+@dataclass(frozen=True, slots=True)
+class AuditState:
+    objects: int
+    evaluated: int
+    skipped: dict[str, int]
+    kinds: dict[str, int]
+    records: list[_Record]
+    owners: dict[str, _Owner]
+    passing_pods: dict[tuple[str, str], int]
+    errors: list[str]
+
+
 @dataclass
 class Auditor:
     """Feed objects with `add`; `report()` folds and sorts what was found."""
@@ -115,9 +128,16 @@ class Auditor:
     _owners: dict[str, _Owner] = field(default_factory=dict)
     _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
     _interned: dict[Finding, Finding] = field(default_factory=dict)
+    _prefilter: Prefilter | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._prefilter = Prefilter.of(self.policy_set)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
+        if not isinstance(obj, Mapping):  # a List item that is a number or a string
+            self._skipped["not an object"] += 1
+            return
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if not isinstance(api_version, str) or not isinstance(kind, str):
             self._skipped["without apiVersion/kind"] += 1
@@ -145,6 +165,13 @@ class Auditor:
             self._records.append(_Record(ref, owner, findings, location))
 
     def _evaluate(self, subject: Subject, location: str) -> tuple[Finding, ...] | None:
+        if self._prefilter is not None and self._prefilter.plain(subject.obj):
+            skipped = plain_verdict(self.policy_set, subject)  # no GPU channel: see prefilter
+            if skipped is not None:
+                self._skipped[skipped] += 1
+                return None
+            self._evaluated += 1
+            return ()
         try:
             decision = evaluate(self.policy_set, subject, self.inventory)
         except GpuAdmissionError as exc:  # too large to judge: an input error, exit 2
@@ -167,6 +194,35 @@ class Auditor:
         if not decision.findings:
             return ()
         return tuple(self._interned.setdefault(f, f) for f in decision.findings)
+
+    def state(self) -> AuditState:
+        """What this auditor gathered, without its policies and inventory: what a worker
+        process sends back (see webhook.commands.auditdump)."""
+        return AuditState(
+            self._objects,
+            self._evaluated,
+            dict(self._skipped),
+            dict(self._kinds),
+            self._records,
+            self._owners,
+            self._passing_pods,
+            self.errors,
+        )
+
+    def absorb(self, state: AuditState, *, moved: Callable[[str], str]) -> None:
+        """Another auditor's objects, as if fed here after everything fed so far;
+        `moved` rewrites its locations (and the ones its errors start with)."""
+        self._objects += state.objects
+        self._evaluated += state.evaluated
+        self._skipped.update(state.skipped)
+        self._kinds.update(state.kinds)
+        for r in state.records:
+            self._records.append(_Record(r.ref, r.owner, r.findings, moved(r.location)))
+        for uid, o in state.owners.items():
+            self._owners[uid] = _Owner(o.ref, o.owner, moved(o.location))
+        for key, count in state.passing_pods.items():
+            self._passing_pods[key] = self._passing_pods.get(key, 0) + count
+        self.errors.extend(moved(e) for e in state.errors)
 
     def report(self) -> AuditReport:
         folding = _Folding(self._owners)

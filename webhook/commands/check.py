@@ -5,34 +5,57 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from webhook.core.dra import CLAIM_KINDS, DRA_KINDS
 from webhook.core.dra import GROUP as DRA_GROUP
 from webhook.core.engine import Finding, evaluate
 from webhook.core.inventory import Inventory
+from webhook.core.paths import Path
 from webhook.core.policy import PolicySet
+from webhook.core.prefilter import Prefilter, plain_verdict
 from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 
 
 def check_paths(
-    paths: Sequence[str], *, policy_set: PolicySet, inventory: Inventory, input_dra: bool = True
+    paths: Sequence[str],
+    *,
+    policy_set: PolicySet,
+    inventory: Inventory,
+    input_dra: bool = True,
+    expanded: bool = False,
+    dump_workers: int = 1,
 ) -> Run:
     """Every object of every file, judged one file at a time (memory: one file's parse).
 
     A Pod and the ResourceClaimTemplate it names may come in the same PR: unless the
     caller has done it (`input_dra=False`), the DRA objects of the input join the
     inventory first. That costs a byte search per file; only files that name the DRA
-    group are parsed twice. Stdin is read once and kept for both passes."""
+    group are parsed twice. Stdin is read once and kept for both passes. `expanded`: the
+    paths are files already (what expand_paths gave), not to be looked at again. A big
+    JSON dump is streamed instead, across `dump_workers` processes (checkdump)."""
+    from webhook.commands.checkdump import check_dump, dump_parts
+
     run = Run()
-    names = list(expand_paths(paths))
+    prefilter = Prefilter.of(policy_set)
+    names = list(paths) if expanded else list(expand_paths(paths))
     stdin = read_text("-") if "-" in names else None
     if input_dra:
         inventory = with_dra_of_files(inventory, names, stdin=stdin)
     for name in names:
         run.files += 1
+        parts = dump_parts(name, workers=dump_workers)
+        done = check_dump(parts, policy_set=policy_set, inventory=inventory) if parts else None
+        if done is not None:
+            run.found.add(name)
+            run.results += done.results
+            run.errors += done.errors
+            run.objects += done.objects
+            run.evaluated += done.evaluated
+            run.skipped.update(done.skipped)
+            continue
         try:
             data = stdin if name == "-" and stdin is not None else read_text(name)
             if not_kubernetes(data):  # a JSON file that is not Kubernetes: package-lock.json
@@ -42,7 +65,7 @@ def check_paths(
             for item in iter_objects(name, data):
                 run.found.add(name)
                 if isinstance(item, SourceObject):
-                    _check_object(item, run, policy_set, inventory)
+                    check_object(item, run, policy_set, inventory, prefilter)
                 else:
                     run.objects += 1
                     run.skipped["not an object"] += 1
@@ -62,13 +85,19 @@ def not_kubernetes(data: bytes) -> bool:
     return head[:1] in (b"{", b"[") and b'"apiVersion"' not in data
 
 
-def empty_inputs(paths: Sequence[str], run: Run) -> list[str]:
+def empty_inputs(
+    paths: Sequence[str], run: Run, *, expanded: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
     """An input (a file, a directory, stdin) in which the run found nothing at all: a
-    newcomer's mistake (a wrong directory, an empty pipe), never a silent pass."""
+    newcomer's mistake (a wrong directory, an empty pipe), never a silent pass.
+    `expanded`: each input's files, when the caller has listed them already."""
     return [
         f"no Kubernetes objects found in {'<stdin>' if raw == '-' else raw}"
         for raw in paths
-        if not any(name in run.found for name in expand_paths([raw]))
+        if not any(
+            name in run.found
+            for name in (expanded[raw] if expanded is not None else expand_paths([raw]))
+        )
     ]
 
 
@@ -77,30 +106,44 @@ def with_dra_of_files(
 ) -> Inventory:
     """The DRA objects of any of these files joined to the inventory, before any file is
     judged: a claim template in one file (or one part of a parallel check) resolves for a
-    Pod in another. Only files that name the DRA group are parsed."""
-    files: list[tuple[str, Sequence[object] | ManifestError]] = []
+    Pod in another."""
+    return with_dra_objects(inventory, dra_objects(names, stdin=stdin))
+
+
+def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Mapping[str, Any]]:
+    """The DRA objects of these files, in their order. Only files that name the DRA group
+    are parsed; a big JSON dump one item at a time, keeping only the DRA objects."""
+    from webhook.commands.checkdump import dump_objects, dump_parts, file_holds
+
+    found: list[Mapping[str, Any]] = []
+    needle = DRA_GROUP.encode()
     for name in names:
         try:
+            parts = dump_parts(name, workers=1)  # a big dump: never held whole
+            if parts is not None:
+                streamed = dump_objects(parts, keep=_is_dra) if file_holds(name, needle) else []
+                if streamed is not None:
+                    found += streamed
+                    continue
             data = stdin if name == "-" and stdin is not None else read_text(name)
-            if DRA_GROUP.encode() in data:
-                files.append((name, list(iter_objects(name, data))))
+            if needle in data:
+                found += [  # all or nothing: a file that breaks off adds none
+                    item.obj
+                    for item in iter_objects(name, data)
+                    if isinstance(item, SourceObject) and _is_dra(item.obj)
+                ]
         except ManifestError:
             continue  # reported by the part that holds the file
-    return with_input_dra(inventory, files)
+    return found
 
 
-def with_input_dra(
-    inventory: Inventory, files: Sequence[tuple[str, Sequence[object] | ManifestError | None]]
-) -> Inventory:
-    found = [
-        item.obj
-        for _, items in files
-        if items is not None and not isinstance(items, ManifestError)
-        for item in items
-        if isinstance(item, SourceObject)
-        and item.obj.get("kind") in DRA_KINDS
-        and str(item.obj.get("apiVersion", "")).startswith(DRA_GROUP + "/")
-    ]
+def _is_dra(obj: Mapping[str, Any]) -> bool:
+    return obj.get("kind") in DRA_KINDS and str(obj.get("apiVersion", "")).startswith(
+        DRA_GROUP + "/"
+    )
+
+
+def with_dra_objects(inventory: Inventory, found: Sequence[Mapping[str, Any]]) -> Inventory:
     if not found:
         return inventory
     supply = inventory.dra
@@ -112,16 +155,39 @@ def with_input_dra(
     return inventory.with_dra(supply)
 
 
-def _check_object(
-    item: SourceObject, run: Run, policy_set: PolicySet, inventory: Inventory
+class Placed(Protocol):
+    """An object and where its fields are: a SourceObject, or an item of a dump."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def obj(self) -> Mapping[str, Any]: ...
+    @property
+    def document_line(self) -> int: ...
+    def line_of(self, field: Path) -> int: ...
+
+
+def check_object(
+    item: Placed,
+    run: Run,
+    policy_set: PolicySet,
+    inventory: Inventory,
+    prefilter: Prefilter | None = None,
 ) -> None:
     run.objects += 1
     obj = item.obj
     if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
         run.skipped["without apiVersion/kind"] += 1
         return
-    meta = _meta(obj)
     subject = subject_of(obj)
+    if prefilter is not None and type(obj) is dict and prefilter.plain(obj):
+        skipped = plain_verdict(policy_set, subject)  # no GPU channel: see core.prefilter
+        if skipped is not None:
+            run.skipped[skipped] += 1
+        else:
+            run.evaluated += 1
+        return
+    meta = _meta(obj)
     namespace = subject.namespace
     name = shown_name(meta)
     try:
@@ -133,7 +199,7 @@ def _check_object(
         return
     if decision.error is not None:  # a bug in a check: exit 2, the other files go on
         run.errors.append(
-            f"{item.source}:{item.document.line}: internal error while "
+            f"{item.source}:{item.document_line}: internal error while "
             f"evaluating {obj['kind']} {namespace}/{name}: {decision.error}"
         )
         return
@@ -224,3 +290,19 @@ class Run:
 
 def placed(results: Sequence[Result]) -> list[Result]:
     return sorted(results, key=lambda r: (r.file, r.line, r.finding.policy, r.finding.rule))
+
+
+def merged_in_order(runs: Sequence[Run]) -> Run:
+    """Runs of consecutive files, in their order, as one run over all of them: results
+    placed as `check_paths` places them, errors and skip reasons in first-seen order."""
+    total = Run()
+    for run in runs:
+        total.results.extend(run.results)
+        total.errors.extend(run.errors)
+        total.files += run.files
+        total.objects += run.objects
+        total.evaluated += run.evaluated
+        total.skipped.update(run.skipped)
+        total.found |= run.found
+    total.results = placed(total.results)
+    return total
