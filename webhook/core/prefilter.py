@@ -11,7 +11,8 @@ a field it reads, and a plain pod spec has none of them:
   `privileged` in a securityContext, no envFrom, no `resourceClaims`, no
   `resources.claims`, no env variable a device-injection policy names, no mount path
   holding its device-list directory's name, no annotation under its CDI or device
-  prefixes.
+  prefixes, no KAI share annotation (webhook.core.shares.SHARE_ANNOTATIONS: a KAI
+  share requests no resource).
 
 Anything the filter does not understand (an unknown check, a field of an odd type, a
 custom kind: its WorkloadKinds paths may match nothing, which is a finding) goes to the
@@ -27,6 +28,7 @@ from typing import Any
 
 from webhook.core.access import AccessRules
 from webhook.core.policy import PolicySet
+from webhook.core.shares import SHARE_ANNOTATIONS
 from webhook.core.subject import Subject
 from webhook.core.workloads import BUILTIN_TEMPLATES, CONTAINER_FIELDS, api_group
 
@@ -110,7 +112,9 @@ class Prefilter:
         if type(annotations) is not dict:
             return False
         heads = self.heads
-        return all(type(k) is str and k.partition("/")[0] not in heads for k in annotations)
+        return SHARE_ANNOTATIONS.isdisjoint(annotations) and all(
+            type(k) is str and k.partition("/")[0] not in heads for k in annotations
+        )
 
     def _container(self, c: dict[str, Any]) -> bool:
         if "envFrom" in c:

@@ -63,6 +63,9 @@ class Share(NamedTuple):
 _MIB = re.compile(r"[0-9]{1,12}")  # a whole number of MiB, as the systems parse it
 _DECIMAL = re.compile(r"[0-9]{0,6}(?:\.[0-9]{1,12})?")
 _MEMO = "gpu-shares"  # the memo key: a constant, never user text
+# The pod annotations that make a KAI share (it requests no resource at all): whatever
+# skips pods without a GPU channel (webhook.core.prefilter) must read these too.
+SHARE_ANNOTATIONS = frozenset({"gpu-fraction", "gpu-memory"})
 
 
 def gpu_shares(pod: PodView) -> tuple[Share, ...]:
@@ -71,7 +74,7 @@ def gpu_shares(pod: PodView) -> tuple[Share, ...]:
     if found is None:
         shares: list[Share] = []
         annotations = pod.annotations
-        if annotations and ("gpu-fraction" in annotations or "gpu-memory" in annotations):
+        if annotations and not SHARE_ANNOTATIONS.isdisjoint(annotations):
             shares.append(_kai(pod, annotations))
         by_container: dict[int, dict[str, ResourceAmount]] = {}
         for a in pod.amounts:
