@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.core.memo import Memo
 from webhook.core.quantity import quantity_or_none
 from webhook.core.workloads import as_dict, as_list
 
@@ -260,6 +261,10 @@ class DraSupply:
     claims: Mapping[tuple[str, str, str], ClaimSpec] = field(default_factory=dict)
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     generation: int = 0
+    # Device-match results (webhook.core.dramatch) depend on classes and slices only: a
+    # supply that changes claims or namespaces hands this memo on, so a new claim does
+    # not make every (class, selectors) pair cost its first evaluation again.
+    matches: Memo = field(default_factory=lambda: Memo(8 << 20), compare=False, repr=False)
 
     @property
     def known(self) -> bool:
@@ -321,6 +326,7 @@ class DraSupply:
             value if table == "claims" else self.claims,
             value if table == "namespaces" else self.namespaces,
             self.generation + 1,
+            self.matches if table in ("claims", "namespaces") else Memo(8 << 20),
         )
 
 

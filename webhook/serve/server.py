@@ -40,6 +40,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from webhook.core.dra import CLAIM_KINDS, parse_claim
+from webhook.core.dramatch import claim_cached
 from webhook.core.engine import Decision, Outcome, evaluate
 from webhook.errors import ReviewError, WorkloadError
 from webhook.serve import metrics
@@ -132,6 +134,7 @@ def create_app(
 ) -> Starlette:
     decisions = decision_log or DecisionLog()
     large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-admission-large")
+    dra = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-admission-dra")
 
     async def validate(request: Request) -> Response:
         started = time.perf_counter()
@@ -141,10 +144,14 @@ def create_app(
             return _error(413, f"request body over {MAX_BODY} bytes")
         except TimeoutError:
             return _error(408, f"request body not received within {state.settings.body_timeout:g}s")
-        if len(body) <= INLINE_BODY:
-            return answer(body, started, state.cache.evaluate)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(large, answer_large, body, started)
+        if len(body) > INLINE_BODY:
+            return await loop.run_in_executor(large, answer_large, body, started)
+        if b"ResourceClaim" in body and not _claim_cached(body, state):
+            # A claim whose selectors no one asked for yet: its first evaluation walks
+            # every published device (most of a second at 10,000), so not on the loop.
+            return await loop.run_in_executor(dra, answer, body, started, evaluate)
+        return answer(body, started, state.cache.evaluate)
 
     def answer_large(body: bytes, started: float) -> Response:
         with _collector_paused():
@@ -184,17 +191,18 @@ def create_app(
     async def readyz(request: Request) -> Response:
         age = state.inventory_age()
         body = {
-            "ready": state.inventory_synced,
+            "ready": state.ready,
             "policySet": state.policy_set.digest,
             "policies": [p.name for p in state.policy_set.policies],
             "policyReloadError": state.policy_error,
             "inventorySynced": state.inventory_synced,
             "inventoryNodes": state.inventory.node_count,
             "inventoryDraDevices": state.inventory.dra.device_count,
+            "inventoryDraPending": sorted(state.dra_pending),
             "inventoryAgeSeconds": None if age is None else round(age, 1),
             "inventoryError": state.inventory_error,
         }
-        status = 200 if state.inventory_synced else 503
+        status = 200 if state.ready else 503
         return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
     async def metrics_endpoint(request: Request) -> Response:
@@ -215,6 +223,7 @@ def create_app(
                     yield
         finally:
             large.shutdown(wait=True, cancel_futures=True)
+            dra.shutdown(wait=True, cancel_futures=True)
             decisions.flush()  # the last turn's lines, before the process goes
 
     return Starlette(
@@ -240,6 +249,18 @@ def _collector_paused() -> Iterator[None]:
         sys.setswitchinterval(interval)
         if enabled:
             gc.enable()
+
+
+def _claim_cached(body: bytes, state: State) -> bool:
+    """False for a ResourceClaim(Template) review whose device matches are not worked
+    out yet; True for anything else (a body that does not parse: `answer` says why)."""
+    try:
+        obj = parse_review(parse_json(body)).obj
+    except (ValueError, RecursionError, ReviewError):
+        return True
+    if obj is None or obj.get("kind") not in CLAIM_KINDS:
+        return True
+    return claim_cached(state.inventory.dra, parse_claim(obj))
 
 
 def _decide(req: AdmissionRequest, state: State, evaluator: Evaluator) -> tuple[bytes, Decision]:
