@@ -354,3 +354,45 @@ def test_a_slice_published_and_withdrawn_reaches_the_webhook_by_its_watch(
     wait("the slice gone", lambda: webhook.ready().get("inventoryDraDevices") == 2)
     after = apply(cluster, wanted, check=False, dry_run=True)
     assert "[gpu-dra-claims/selector-matches-nothing]" in after.stderr
+
+
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def namespace_decisions(hook: Webhook) -> list[Obj]:
+    lines = (hook.log.parent / "decisions.log").read_text().splitlines()
+    return [d for d in map(yaml.safe_load, lines) if d.get("kind") == "Namespace"]
+
+
+def test_the_admin_access_label_is_judged_by_who_sets_it(
+    cluster: Cluster, webhook: Webhook
+) -> None:
+    """The apiserver sends a Namespace only when the label is set (the matchCondition),
+    with the requesting user's userInfo; a tenant allowed to label its Namespace may not
+    set this one, the cluster admin (system:masters) may."""
+    cluster.kubectl("create", "clusterrole", "ns-labeller",
+                    "--verb=get,list,update,patch", "--resource=namespaces")  # fmt: skip
+    cluster.kubectl("create", "clusterrolebinding", "alice-ns-labeller",
+                    "--clusterrole=ns-labeller", "--user=alice")  # fmt: skip
+    cluster.kubectl("create", "namespace", "team-a")
+    alice = ("--as=alice", "--as-group=team-a")
+    cluster.kubectl(*alice, "label", "namespace", "team-a", "team=a")  # not sent
+    denied = cluster.kubectl(*alice, "label", "namespace", "team-a", f"{ADMIN_LABEL}=true",
+                             check=False)  # fmt: skip
+    assert denied.returncode != 0
+    assert 'admission webhook "namespaces.gpu-admission.io" denied the request' in denied.stderr
+    assert "[gpu-dra-guardrails/admin-access-label] user alice (groups: team-a" in denied.stderr
+    cluster.kubectl("label", "namespace", "team-a", f"{ADMIN_LABEL}=true")
+    cluster.kubectl(*alice, "label", "namespace", "team-a", "team=b", "--overwrite")  # not sent
+    wait("two decisions logged", lambda: len(namespace_decisions(webhook)) >= 2)
+    time.sleep(0.5)  # a third, had it been sent, would be logged by now
+    seen = namespace_decisions(webhook)
+    assert [d["decision"] for d in seen] == ["deny", "allow"], seen
+    assert seen[0]["user"] == "alice" and seen[1]["user"] != "alice", seen
+
+
+def test_a_passthrough_claim_is_denied_at_create(cluster: Cluster, webhook: Webhook) -> None:
+    denied = apply(cluster, template("vm-gpu", cls="vfio.gpu.nvidia.com"), check=False)
+    assert denied.returncode != 0
+    assert "[gpu-dra-guardrails/passthrough-class]" in denied.stderr
+    assert "(DeviceClass vfio.gpu.nvidia.com) in namespace ml" in denied.stderr

@@ -27,6 +27,7 @@ from typing import Any
 
 from webhook.core.memo import Memo
 from webhook.core.quantity import quantity_or_none
+from webhook.core.workloads import ADMIN_ACCESS_LABEL as ADMIN_ACCESS_LABEL
 from webhook.core.workloads import as_dict, as_list
 
 GROUP = "resource.k8s.io"
@@ -34,7 +35,6 @@ SUPPLY_KINDS = frozenset({"DeviceClass", "ResourceSlice"})
 CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 DRA_KINDS = SUPPLY_KINDS | CLAIM_KINDS | {"Namespace"}
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"  # KEP-5004
-ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
 @dataclass(frozen=True, slots=True)

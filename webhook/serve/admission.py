@@ -57,6 +57,7 @@ class AdmissionRequest(NamedTuple):
     dry_run: bool
     obj: Mapping[str, Any] | None
     old_obj: Mapping[str, Any] | None
+    user_info: Mapping[str, Any] | None = None  # request.userInfo (Namespace guardrails)
 
 
 def parse_review(body: object) -> AdmissionRequest:
@@ -92,6 +93,7 @@ def parse_review(body: object) -> AdmissionRequest:
         dry_run=req.get("dryRun") is True,
         obj=obj if isinstance(obj, dict) else None,
         old_obj=old if isinstance(old, dict) else None,
+        user_info=user if isinstance(user, dict) else None,
     )
 
 
@@ -133,6 +135,14 @@ def judge(
 def _subject(request: AdmissionRequest, obj: Mapping[str, Any]) -> Subject:
     # The request's namespace is the one the object is created in (the apiserver takes it
     # from the URL); "" for a cluster-scoped object, which then falls back like a file.
+    if request.kind == "Namespace":  # the one kind judged by who asks (dra-guardrails)
+        return subject_of(
+            obj,
+            namespace=request.namespace,
+            operation=request.operation,
+            user=request.user_info or {},
+            old=request.old_obj,
+        )
     return subject_of(obj, namespace=request.namespace, operation=request.operation)
 
 
