@@ -396,3 +396,52 @@ def test_a_passthrough_claim_is_denied_at_create(cluster: Cluster, webhook: Webh
     assert denied.returncode != 0
     assert "[gpu-dra-guardrails/passthrough-class]" in denied.stderr
     assert "(DeviceClass vfio.gpu.nvidia.com) in namespace ml" in denied.stderr
+
+
+def publish_node(cluster: Cluster, node: str, devices: list[Obj]) -> None:
+    cluster.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    cluster.core.patch_node_status(
+        node, {"status": {"capacity": resources, "allocatable": resources}}
+    )
+    apply(cluster, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {"driver": DRIVER, "nodeName": node,
+                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices},
+    })  # fmt: skip
+
+
+def test_a_device_taint_the_claim_does_not_tolerate_is_never_allocated(
+    cluster: Cluster, webhook: Webhook
+) -> None:
+    """Two L4s on one node, one tainted gpu-lost (NoSchedule, as NVIDIA's driver marks a
+    GPU that fell off the bus): two of them without a toleration is denied, and the
+    scheduler agrees; with one, the engine allows and the scheduler allocates both."""
+    l4 = [device(0), device(1)]
+    for d in l4:
+        d["attributes"]["productName"] = {"string": "NVIDIA L4"}
+    l4[1]["taints"] = [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]
+    before = webhook.ready()["inventoryDraDevices"]
+    publish_node(cluster, "dra-l4-0", l4)
+    wait("the L4 slice", lambda: webhook.ready().get("inventoryDraDevices") == before + 2)
+    selector = f"device.attributes['{DRIVER}'].productName == 'NVIDIA L4'"
+    two = claim("two-l4", NS, count=2, selector=selector)
+    judged = apply(cluster, two, check=False, dry_run=True)
+    assert judged.returncode != 0 and "[gpu-dra-claims/device-tainted]" in judged.stderr
+    assert "gpu.nvidia.com/dra-l4-0/gpu-1 (gpu.nvidia.com/gpu-lost:NoSchedule)" in judged.stderr
+    apply(cluster, claim("two-l4", EXCLUDED, count=2, selector=selector))
+    apply(cluster, pod("two-l4", EXCLUDED, {"resourceClaimName": "two-l4"}))
+    said = wait("FailedScheduling", lambda: failed_scheduling(cluster, EXCLUDED, "two-l4"))
+    assert "cannot allocate all claims" in said and allocation(cluster, EXCLUDED, "two-l4") is None
+    cluster.kubectl("-n", EXCLUDED, "delete", "pod", "two-l4", "--wait=false")
+    tolerant = claim("tolerant-l4", NS, count=2, selector=selector)
+    tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    applied = apply(cluster, tolerant)
+    assert "Warning" not in applied.stderr, applied.stderr
+    apply(cluster, pod("tolerant-l4", NS, {"resourceClaimName": "tolerant-l4"}))
+    got = wait("the tolerant allocation", lambda: allocation(cluster, NS, "tolerant-l4"))
+    assert sorted(r["device"] for r in got["devices"]["results"]) == ["gpu-0", "gpu-1"]

@@ -299,6 +299,7 @@ def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
             ("dra-claims", rule)
             for rule in (
                 "count-exceeds-node",
+                "device-tainted",
                 "memory-exceeds-device",
                 "missing-claim-source",
                 "selector-error",

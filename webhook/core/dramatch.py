@@ -16,6 +16,7 @@ from typing import Any
 
 from webhook.core.dra import ClaimSpec, Device, DeviceClass, DraSupply, Version
 from webhook.core.dracel import CACHE, SelectorError
+from webhook.core.drataints import blocking
 from webhook.core.inventory import Inventory
 from webhook.core.text import closest, listing
 
@@ -29,6 +30,9 @@ class Match:
     errors: tuple[tuple[str, Device, str], ...]
     broken: tuple[str, str] | None  # (expression, why) when one does not compile here
     total: int  # devices published
+    # Of `devices`, those with a NoSchedule or NoExecute taint (webhook.core.drataints):
+    # usable only by a request that tolerates it. Empty nearly always.
+    tainted: tuple[Device, ...] = ()
 
     def per_node(self) -> Mapping[str, int]:
         out: dict[str, int] = {}
@@ -135,7 +139,8 @@ def _match(supply: DraSupply, expressions: tuple[str, ...]) -> Match:
                 break  # CEL selectors are ANDed in order; the first that fails decides
             if ok:
                 devices.append(device)
-    return Match(tuple(devices), tuple(errors), None, total)
+    tainted = tuple(d for d in devices if d.taints and blocking(d))
+    return Match(tuple(devices), tuple(errors), None, total, tainted)
 
 
 def extended_classes(inventory: Inventory, resource: str) -> tuple[DeviceClass, ...]:
@@ -164,7 +169,8 @@ def extended_match(inventory: Inventory, resource: str) -> Match | None:
     broken = next((m.broken for m in matches if m.broken), None)
     devices = tuple({d.label: d for m in matches for d in m.devices}.values())
     errors = tuple(e for m in matches for e in m.errors)
-    return Match(devices, errors, broken, matches[0].total)
+    tainted = tuple({d.label: d for m in matches for d in m.tainted}.values())
+    return Match(devices, errors, broken, matches[0].total, tainted)
 
 
 def selector_hints(
