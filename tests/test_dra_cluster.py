@@ -445,3 +445,64 @@ def test_a_device_taint_the_claim_does_not_tolerate_is_never_allocated(
     apply(cluster, pod("tolerant-l4", NS, {"resourceClaimName": "tolerant-l4"}))
     got = wait("the tolerant allocation", lambda: allocation(cluster, NS, "tolerant-l4"))
     assert sorted(r["device"] for r in got["devices"]["results"]) == ["gpu-0", "gpu-1"]
+
+
+def product_devices(product: str, n: int) -> list[Obj]:
+    out = [device(i) for i in range(n)]
+    for d in out:
+        d["attributes"]["productName"] = {"string": product}
+    return out
+
+
+def test_a_pods_claims_are_judged_together_on_one_node(cluster: Cluster, webhook: Webhook) -> None:
+    """Two nodes of two H200s: two claims of two each fit alone, never together (the
+    scheduler leaves both unallocated); two of one each land on one node."""
+    before = webhook.ready()["inventoryDraDevices"]
+    for node in ("dra-h200-0", "dra-h200-1"):
+        publish_node(cluster, node, product_devices("NVIDIA H200", 2))
+    wait("the H200 slices", lambda: webhook.ready().get("inventoryDraDevices") == before + 4)
+    h200 = f"device.attributes['{DRIVER}'].productName == 'NVIDIA H200'"
+    for namespace in (NS, EXCLUDED):
+        for name, count in (("h200-a", 2), ("h200-b", 2), ("h200-c", 1), ("h200-d", 1)):
+            apply(cluster, claim(name, namespace, count=count, selector=h200))
+    both = pod("h200-ab", NS, {"resourceClaimName": "h200-a"})
+    both["spec"]["resourceClaims"].append({"name": "b", "resourceClaimName": "h200-b"})
+    both["spec"]["containers"][0]["resources"]["claims"].append({"name": "b"})
+    judged = wait("the claims seen by the webhook", lambda: (
+        r := apply(cluster, both, check=False, dry_run=True)).returncode != 0 and r)  # fmt: skip
+    assert "[gpu-dra-claims/claims-exceed-node] the pod asks for 4 devices in all" in judged.stderr
+    assert "the most any node can give at once is 2" in judged.stderr
+    both["metadata"]["namespace"] = EXCLUDED
+    apply(cluster, both)
+    said = wait("FailedScheduling", lambda: failed_scheduling(cluster, EXCLUDED, "h200-ab"))
+    assert "cannot allocate all claims" in said
+    assert allocation(cluster, EXCLUDED, "h200-a") is None
+    assert allocation(cluster, EXCLUDED, "h200-b") is None
+    cluster.kubectl("-n", EXCLUDED, "delete", "pod", "h200-ab", "--wait=false")
+    small = pod("h200-cd", NS, {"resourceClaimName": "h200-c"})
+    small["spec"]["resourceClaims"].append({"name": "d", "resourceClaimName": "h200-d"})
+    small["spec"]["containers"][0]["resources"]["claims"].append({"name": "d"})
+    apply(cluster, small)
+    pools = [
+        wait(name, lambda n=name: allocation(cluster, NS, n))["devices"]["results"][0]["pool"]  # type: ignore[misc]
+        for name in ("h200-c", "h200-d")
+    ]
+    assert pools[0] == pools[1]
+
+
+def test_all_on_a_mixed_node_is_warned_and_gets_the_mix(cluster: Cluster, webhook: Webhook) -> None:
+    before = webhook.ready()["inventoryDraDevices"]
+    mixed = product_devices("NVIDIA L40S", 1) + product_devices("NVIDIA A10", 2)[1:]
+    publish_node(cluster, "dra-a10-l40s-0", mixed)
+    wait("the mixed slice", lambda: webhook.ready().get("inventoryDraDevices") == before + 2)
+    every = claim("every-gpu", NS, selector=(
+        f"device.attributes['{DRIVER}'].productName in ['NVIDIA L40S', 'NVIDIA A10']"))  # fmt: skip
+    exactly = every["spec"]["devices"]["requests"][0]["exactly"]
+    del exactly["count"]
+    exactly["allocationMode"] = "All"
+    applied = apply(cluster, every)
+    assert "[gpu-dra-claims/all-on-mixed-pool]" in applied.stderr, applied.stderr
+    assert "dra-a10-l40s-0: 1x NVIDIA A10 80 GiB, 1x NVIDIA L40S 80 GiB" in applied.stderr
+    apply(cluster, pod("every-gpu", NS, {"resourceClaimName": "every-gpu"}))
+    got = wait("the All allocation", lambda: allocation(cluster, NS, "every-gpu"))
+    assert sorted(r["device"] for r in got["devices"]["results"]) == ["gpu-0", "gpu-1"]

@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.dra import ClaimSpec, ExactRequest, parse_claim
+from webhook.core.drafindings import joint, mixed, tainted, tolerations
+from webhook.core.drajoint import Ask
 from webhook.core.dramatch import Match, match, selector_hints
-from webhook.core.drataints import describe, tolerates_every_key, untolerated
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path, format_path
 from webhook.core.quantity import format_mib, quantity_or_none
@@ -60,9 +61,12 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
                 "devices",
             )
         )
-        yield from _tolerations(claim, base, f'{claim.kind} "{shown(claim.name)}"')
+        yield from tolerations(claim, base, f'{claim.kind} "{shown(claim.name)}"')
         if inventory.dra.known:
-            yield from _claim(claim, inventory, _Context(pod, params), params, base, None)
+            asks: list[Ask] = []
+            context = _Context(pod, params)
+            yield from _claim(claim, inventory, context, params, base, None, asks)
+            yield from joint(inventory, asks, base, f'{claim.kind} "{shown(claim.name)}"')
         return
     items = pod.spec.get("resourceClaims")
     if type(items) is not list or not items:
@@ -76,6 +80,7 @@ def _pod_claims(
     supply = inventory.dra
     namespace = pod.memo.get(NAMESPACE, "default")
     context = _Context(pod, params)
+    asks: list[Ask] = []
     for index, item in enumerate(items):
         item = as_dict(item)
         path = pod.where("resourceClaims", index)
@@ -93,7 +98,8 @@ def _pod_claims(
                 continue
             if supply.known:
                 where = f'pod claim "{shown(item.get("name"))}" ({format_path(path)}): '
-                yield from _claim(claim, inventory, context, params, (*path, field), where)
+                yield from _claim(claim, inventory, context, params, (*path, field), where, asks)
+    yield from joint(inventory, asks, pod.where("resourceClaims"), "the pod")
 
 
 def _missing(
@@ -124,6 +130,7 @@ def _claim(
     params: Params,
     base: Path,
     where: str | None,
+    asks: list[Ask],
 ) -> Iterator[Violation]:
     label = where or ""
     label += f'{claim.kind} "{shown(claim.name)}"'
@@ -148,6 +155,11 @@ def _claim(
         alt, m = feasible[0]
         path = base if where is not None else (*base, *alt.path)
         what = f'{label} request "{alt.name}"'
+        ask = Ask(what, alt, m)
+        if not request.first_available:  # the scheduler may take another alternative
+            asks.append(ask)
+        if alt.mode == "All":
+            yield from mixed(ask, path)
         yield from _memory(alt, m, context, what, path)
         if context.slo in params.exclusive_slo_classes and (
             shared_by_config or any(d.shared for d in m.devices)
@@ -218,60 +230,7 @@ def _exact(alt: ExactRequest, inventory: Inventory, what: str, path: Path) -> It
             )
             return
     if m.tainted:
-        yield from _tainted(alt, m, what, path)
-
-
-def _tainted(alt: ExactRequest, m: Match, what: str, path: Path) -> Iterator[Violation]:
-    """Devices with a NoSchedule/NoExecute taint the request does not tolerate are not
-    allocatable (KEP-5055): too few left, and the claim is never allocated."""
-    blocked = {}
-    for d in m.tainted:
-        taints = untolerated(d, alt.tolerations)
-        if taints:
-            blocked[d.label] = (d, taints)
-    if not blocked:
-        return
-    usable: dict[str, int] = {}
-    for d in m.devices:
-        if d.label not in blocked:
-            usable[d.node] = usable.get(d.node, 0) + 1
-    need = alt.count if alt.mode == "ExactCount" else 1
-    if max(usable.values(), default=0) >= need:
-        return
-    shown_taints = listing(
-        [f"{d.label} ({', '.join(map(describe, ts))})" for d, ts in blocked.values()], 4
-    )
-    most = max(usable.values(), default=0)
-    left = f"at most {most} usable on one node" if most else "none usable"
-    yield Violation(
-        "device-tainted",
-        path,
-        f"{what}: {plural(len(blocked), 'device')} it can match "
-        f"{'is' if len(blocked) == 1 else 'are'} tainted and not tolerated ({shown_taints}), "
-        f"leaving {left} for {plural(need, 'device')}, so the scheduler never allocates it. "
-        f"A NoSchedule or NoExecute device taint marks a device unusable (a lost GPU, an "
-        f"XID error); tolerate only a taint known to be harmless.",
-    )
-
-
-def _tolerations(claim: ClaimSpec, base: Path, label: str) -> Iterator[Violation]:
-    """`operator: Exists` without a key tolerates every device taint: a lost GPU too."""
-    for request in claim.requests:
-        for alt in request.alternatives:
-            for i, toleration in enumerate(alt.tolerations):
-                if not tolerates_every_key(toleration):
-                    continue
-                effect = toleration.get("effect")
-                which = f"every {effect} device taint" if effect else "every device taint"
-                yield Violation(
-                    "tolerates-every-taint",
-                    (*base, *alt.path, "tolerations", i),
-                    f'{label} request "{alt.name}": tolerations[{i}] (operator Exists, no key) '
-                    f"tolerates {which}, so the claim can get a GPU its driver marked lost or "
-                    f"failing (gpu.nvidia.com/gpu-lost, gpu.nvidia.com/xid). Name the taint "
-                    f"keys it may accept.",
-                    advisory=True,
-                )
+        yield from tainted(alt, m, what, path)
 
 
 def _no_device(
@@ -349,6 +308,14 @@ CHECK = Check(
         ),
         "shared-device": Rule(
             "A latency-sensitive pod whose claim lands on a shared GPU.", uses_inventory=True
+        ),
+        "claims-exceed-node": Rule(
+            "A pod's DRA requests, each satisfiable alone, that no one node serves at once.",
+            uses_inventory=True,
+        ),
+        "all-on-mixed-pool": Rule(
+            "allocationMode All over devices of different products or memory on a node.",
+            uses_inventory=True,
         ),
         "device-tainted": Rule(
             "Too few devices left once those with untolerated taints are set aside.",
