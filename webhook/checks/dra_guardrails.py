@@ -55,9 +55,12 @@ class Params(CheckParams):
 
 def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
     memo = pod.memo
-    if not pod.spec.get("resourceClaims") and CLAIM_OBJECT not in memo:
-        if NAMESPACE_OBJECT not in memo:
-            return  # nearly every pod: three lookups
+    if (
+        not pod.spec.get("resourceClaims")
+        and CLAIM_OBJECT not in memo
+        and NAMESPACE_OBJECT not in memo
+    ):
+        return  # nearly every pod: three lookups
     namespace_obj = pod.memo.get(NAMESPACE_OBJECT)
     if namespace_obj is not None:
         yield from _admin_label(namespace_obj, pod.memo.get(REQUEST), params)
