@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.dra import Device, DraSupply, ExactRequest
-from webhook.core.dramatch import Match
+from webhook.core.dramatch import Match, remember
 from webhook.core.drataints import untolerated
 
 MAX_SLOTS = 256  # devices asked for in all; past this the per-request checks speak alone
@@ -51,7 +51,7 @@ def best_node(supply: DraSupply, asks: Sequence[Ask]) -> tuple[str, int, int] | 
     found = supply.matches.get(key)
     if found is None:
         found = (_best_node(asks),)
-        supply.matches.put(key, found, 200)
+        remember(supply, key, found, 200)
     result: tuple[str, int, int] | None = found[0]
     return result
 

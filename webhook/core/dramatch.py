@@ -72,6 +72,12 @@ def match_supply(supply: DraSupply, device_class: DeviceClass, selectors: tuple[
     return found
 
 
+def remember(supply: DraSupply, key: Any, value: Any, nbytes: int) -> None:
+    """Put a fact derived from classes and slices in the supply's memo (thread-safe)."""
+    with _PUT:
+        supply.matches.put(key, value, nbytes)
+
+
 def cached(supply: DraSupply, device_class: DeviceClass, selectors: tuple[str, ...]) -> bool:
     """True when the match is known: judging it costs a lookup, not an evaluation."""
     return supply.matches.get(_key(device_class, selectors)) is not None
