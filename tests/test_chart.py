@@ -463,7 +463,7 @@ def test_match_conditions_off() -> None:
         "matchConditions" not in w
         for w in webhooks(render("--set", "webhook.matchConditions=false"))
     )
-    assert sum("matchConditions" in w for w in webhooks(render())) == 4
+    assert sum("matchConditions" in w for w in webhooks(render())) == 5  # and Namespaces'
 
 
 def test_network_policy_admits_only_the_apiserver_and_scrapers() -> None:

@@ -354,3 +354,155 @@ def test_a_slice_published_and_withdrawn_reaches_the_webhook_by_its_watch(
     wait("the slice gone", lambda: webhook.ready().get("inventoryDraDevices") == 2)
     after = apply(cluster, wanted, check=False, dry_run=True)
     assert "[gpu-dra-claims/selector-matches-nothing]" in after.stderr
+
+
+ADMIN_LABEL = "resource.kubernetes.io/admin-access"
+
+
+def namespace_decisions(hook: Webhook) -> list[Obj]:
+    lines = (hook.log.parent / "decisions.log").read_text().splitlines()
+    return [d for d in map(yaml.safe_load, lines) if d.get("kind") == "Namespace"]
+
+
+def test_the_admin_access_label_is_judged_by_who_sets_it(
+    cluster: Cluster, webhook: Webhook
+) -> None:
+    """The apiserver sends a Namespace only when the label is set (the matchCondition),
+    with the requesting user's userInfo; a tenant allowed to label its Namespace may not
+    set this one, the cluster admin (system:masters) may."""
+    cluster.kubectl("create", "clusterrole", "ns-labeller",
+                    "--verb=get,list,update,patch", "--resource=namespaces")  # fmt: skip
+    cluster.kubectl("create", "clusterrolebinding", "alice-ns-labeller",
+                    "--clusterrole=ns-labeller", "--user=alice")  # fmt: skip
+    cluster.kubectl("create", "namespace", "team-a")
+    alice = ("--as=alice", "--as-group=team-a")
+    cluster.kubectl(*alice, "label", "namespace", "team-a", "team=a")  # not sent
+    denied = cluster.kubectl(*alice, "label", "namespace", "team-a", f"{ADMIN_LABEL}=true",
+                             check=False)  # fmt: skip
+    assert denied.returncode != 0
+    assert 'admission webhook "namespaces.gpu-admission.io" denied the request' in denied.stderr
+    assert "[gpu-dra-guardrails/admin-access-label] user alice (groups: team-a" in denied.stderr
+    cluster.kubectl("label", "namespace", "team-a", f"{ADMIN_LABEL}=true")
+    cluster.kubectl(*alice, "label", "namespace", "team-a", "team=b", "--overwrite")  # not sent
+    wait("two decisions logged", lambda: len(namespace_decisions(webhook)) >= 2)
+    time.sleep(0.5)  # a third, had it been sent, would be logged by now
+    seen = namespace_decisions(webhook)
+    assert [d["decision"] for d in seen] == ["deny", "allow"], seen
+    assert seen[0]["user"] == "alice" and seen[1]["user"] != "alice", seen
+
+
+def test_a_passthrough_claim_is_denied_at_create(cluster: Cluster, webhook: Webhook) -> None:
+    denied = apply(cluster, template("vm-gpu", cls="vfio.gpu.nvidia.com"), check=False)
+    assert denied.returncode != 0
+    assert "[gpu-dra-guardrails/passthrough-class]" in denied.stderr
+    assert "(DeviceClass vfio.gpu.nvidia.com) in namespace ml" in denied.stderr
+
+
+def publish_node(cluster: Cluster, node: str, devices: list[Obj]) -> None:
+    cluster.core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    cluster.core.patch_node_status(
+        node, {"status": {"capacity": resources, "allocatable": resources}}
+    )
+    apply(cluster, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {"driver": DRIVER, "nodeName": node,
+                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices},
+    })  # fmt: skip
+
+
+def test_a_device_taint_the_claim_does_not_tolerate_is_never_allocated(
+    cluster: Cluster, webhook: Webhook
+) -> None:
+    """Two L4s on one node, one tainted gpu-lost (NoSchedule, as NVIDIA's driver marks a
+    GPU that fell off the bus): two of them without a toleration is denied, and the
+    scheduler agrees; with one, the engine allows and the scheduler allocates both."""
+    l4 = [device(0), device(1)]
+    for d in l4:
+        d["attributes"]["productName"] = {"string": "NVIDIA L4"}
+    l4[1]["taints"] = [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]
+    before = webhook.ready()["inventoryDraDevices"]
+    publish_node(cluster, "dra-l4-0", l4)
+    wait("the L4 slice", lambda: webhook.ready().get("inventoryDraDevices") == before + 2)
+    selector = f"device.attributes['{DRIVER}'].productName == 'NVIDIA L4'"
+    two = claim("two-l4", NS, count=2, selector=selector)
+    judged = apply(cluster, two, check=False, dry_run=True)
+    assert judged.returncode != 0 and "[gpu-dra-claims/device-tainted]" in judged.stderr
+    assert "gpu.nvidia.com/dra-l4-0/gpu-1 (gpu.nvidia.com/gpu-lost:NoSchedule)" in judged.stderr
+    apply(cluster, claim("two-l4", EXCLUDED, count=2, selector=selector))
+    apply(cluster, pod("two-l4", EXCLUDED, {"resourceClaimName": "two-l4"}))
+    said = wait("FailedScheduling", lambda: failed_scheduling(cluster, EXCLUDED, "two-l4"))
+    assert "cannot allocate all claims" in said and allocation(cluster, EXCLUDED, "two-l4") is None
+    cluster.kubectl("-n", EXCLUDED, "delete", "pod", "two-l4", "--wait=false")
+    tolerant = claim("tolerant-l4", NS, count=2, selector=selector)
+    tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    applied = apply(cluster, tolerant)
+    assert "Warning" not in applied.stderr, applied.stderr
+    apply(cluster, pod("tolerant-l4", NS, {"resourceClaimName": "tolerant-l4"}))
+    got = wait("the tolerant allocation", lambda: allocation(cluster, NS, "tolerant-l4"))
+    assert sorted(r["device"] for r in got["devices"]["results"]) == ["gpu-0", "gpu-1"]
+
+
+def product_devices(product: str, n: int) -> list[Obj]:
+    out = [device(i) for i in range(n)]
+    for d in out:
+        d["attributes"]["productName"] = {"string": product}
+    return out
+
+
+def test_a_pods_claims_are_judged_together_on_one_node(cluster: Cluster, webhook: Webhook) -> None:
+    """Two nodes of two H200s: two claims of two each fit alone, never together (the
+    scheduler leaves both unallocated); two of one each land on one node."""
+    before = webhook.ready()["inventoryDraDevices"]
+    for node in ("dra-h200-0", "dra-h200-1"):
+        publish_node(cluster, node, product_devices("NVIDIA H200", 2))
+    wait("the H200 slices", lambda: webhook.ready().get("inventoryDraDevices") == before + 4)
+    h200 = f"device.attributes['{DRIVER}'].productName == 'NVIDIA H200'"
+    for namespace in (NS, EXCLUDED):
+        for name, count in (("h200-a", 2), ("h200-b", 2), ("h200-c", 1), ("h200-d", 1)):
+            apply(cluster, claim(name, namespace, count=count, selector=h200))
+    both = pod("h200-ab", NS, {"resourceClaimName": "h200-a"})
+    both["spec"]["resourceClaims"].append({"name": "b", "resourceClaimName": "h200-b"})
+    both["spec"]["containers"][0]["resources"]["claims"].append({"name": "b"})
+    judged = wait("the claims seen by the webhook", lambda: (
+        r := apply(cluster, both, check=False, dry_run=True)).returncode != 0 and r)  # fmt: skip
+    assert "[gpu-dra-claims/claims-exceed-node] the pod asks for 4 devices in all" in judged.stderr
+    assert "the most any node can give at once is 2" in judged.stderr
+    both["metadata"]["namespace"] = EXCLUDED
+    apply(cluster, both)
+    said = wait("FailedScheduling", lambda: failed_scheduling(cluster, EXCLUDED, "h200-ab"))
+    assert "cannot allocate all claims" in said
+    assert allocation(cluster, EXCLUDED, "h200-a") is None
+    assert allocation(cluster, EXCLUDED, "h200-b") is None
+    cluster.kubectl("-n", EXCLUDED, "delete", "pod", "h200-ab", "--wait=false")
+    small = pod("h200-cd", NS, {"resourceClaimName": "h200-c"})
+    small["spec"]["resourceClaims"].append({"name": "d", "resourceClaimName": "h200-d"})
+    small["spec"]["containers"][0]["resources"]["claims"].append({"name": "d"})
+    apply(cluster, small)
+    pools = [
+        wait(name, lambda n=name: allocation(cluster, NS, n))["devices"]["results"][0]["pool"]  # type: ignore[misc]
+        for name in ("h200-c", "h200-d")
+    ]
+    assert pools[0] == pools[1]
+
+
+def test_all_on_a_mixed_node_is_warned_and_gets_the_mix(cluster: Cluster, webhook: Webhook) -> None:
+    before = webhook.ready()["inventoryDraDevices"]
+    mixed = product_devices("NVIDIA L40S", 1) + product_devices("NVIDIA A10", 2)[1:]
+    publish_node(cluster, "dra-a10-l40s-0", mixed)
+    wait("the mixed slice", lambda: webhook.ready().get("inventoryDraDevices") == before + 2)
+    every = claim("every-gpu", NS, selector=(
+        f"device.attributes['{DRIVER}'].productName in ['NVIDIA L40S', 'NVIDIA A10']"))  # fmt: skip
+    exactly = every["spec"]["devices"]["requests"][0]["exactly"]
+    del exactly["count"]
+    exactly["allocationMode"] = "All"
+    applied = apply(cluster, every)
+    assert "[gpu-dra-claims/all-on-mixed-pool]" in applied.stderr, applied.stderr
+    assert "dra-a10-l40s-0: 1x NVIDIA A10 80 GiB, 1x NVIDIA L40S 80 GiB" in applied.stderr
+    apply(cluster, pod("every-gpu", NS, {"resourceClaimName": "every-gpu"}))
+    got = wait("the All allocation", lambda: allocation(cluster, NS, "every-gpu"))
+    assert sorted(r["device"] for r in got["devices"]["results"]) == ["gpu-0", "gpu-1"]

@@ -300,7 +300,10 @@ def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
         *(
             ("dra-claims", rule)
             for rule in (
+                "all-on-mixed-pool",
+                "claims-exceed-node",
                 "count-exceeds-node",
+                "device-tainted",
                 "memory-exceeds-device",
                 "missing-claim-source",
                 "selector-error",

@@ -295,6 +295,7 @@ def test_webhook_rules(webhooks: list[Obj]) -> None:
     expected |= {
         ("resourceclaims.gpu-admission.io", "resource.k8s.io", r, op) for r in claims for op in cu
     }
+    expected |= {("namespaces.gpu-admission.io", "", "namespaces", op) for op in cu}
     custom = [
         ("kubeflow.org", "pytorchjobs"),
         ("kubeflow.org", "mpijobs"),
@@ -339,6 +340,8 @@ def test_match_conditions_are_one_expression_at_each_kinds_path(webhooks: list[O
     """The expressions differ only in where they look, so they cannot drift apart."""
     generic = set()
     for webhook in webhooks:
+        if webhook["name"] == "namespaces.gpu-admission.io":
+            continue  # its own condition (test_namespaces_are_sent_only_setting_the_label)
         if webhook["name"] not in SPEC_PATHS:
             assert "matchConditions" not in webhook  # custom resources: all sent
             continue
@@ -351,6 +354,17 @@ def test_match_conditions_are_one_expression_at_each_kinds_path(webhooks: list[O
         generic.add(expression.replace(spec + ".?", "SPEC.?").replace(meta + ".?", "META.?"))
     assert len(generic) == 1
     assert "SPEC.?resourceClaims.orValue([]).size() > 0 ||" in generic.pop()
+
+
+def test_namespaces_are_sent_only_setting_the_admin_access_label(webhooks: list[Obj]) -> None:
+    [entry] = [w for w in webhooks if w["name"] == "namespaces.gpu-admission.io"]
+    [condition] = entry["matchConditions"]
+    assert condition["name"] == "sets-dra-admin-access"
+    label = "labels[?'resource.kubernetes.io/admin-access'].orValue('')"
+    assert condition["expression"] == (
+        f"object.metadata.?{label} == 'true' && (request.operation == 'CREATE' || "
+        f"oldObject.metadata.?{label} != 'true')"
+    )
 
 
 def test_dra_claims_are_sent_in_every_version_they_are_served(webhooks: list[Obj]) -> None:

@@ -30,6 +30,7 @@ def test_shipped_policies_load() -> None:
     assert found == [
         ("gpu-device-injection", "device-injection", "deny", ""),
         ("gpu-dra-claims", "dra-claims", "deny", ""),
+        ("gpu-dra-guardrails", "dra-guardrails", "deny", ""),
         ("gpu-memory-fit", "memory-fit", "deny", ""),
         ("gpu-resource-names", "resource-names", "deny", ""),
         ("gpu-slo-class", "slo-class", "deny", ""),
@@ -73,6 +74,7 @@ def test_every_check_has_rules_and_is_shipped() -> None:
     assert sorted(checks) == [
         "device-injection",
         "dra-claims",
+        "dra-guardrails",
         "memory-fit",
         "resource-names",
         "slo-class",
@@ -94,7 +96,8 @@ BROKEN = [
         HEAD + "  enforcementAction: deny\n  check: gpu-memory\n",
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
-            "'gpu-memory'; built-in checks: device-injection, dra-claims, memory-fit, "
+            "'gpu-memory'; built-in checks: device-injection, dra-claims, dra-guardrails, "
+            "memory-fit, "
             "resource-names, slo-class"
         ],
     ),
@@ -231,7 +234,8 @@ BROKEN = [
         HEAD + "  enforcementAction: deny\n  check: nope\n---\n" + HEAD + "  check: slo-class\n",
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
-            "'nope'; built-in checks: device-injection, dra-claims, memory-fit, "
+            "'nope'; built-in checks: device-injection, dra-claims, dra-guardrails, "
+            "memory-fit, "
             "resource-names, slo-class",
             "document 2 (line 9), line 13, field spec.enforcementAction: Field required",
         ],

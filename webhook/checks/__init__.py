@@ -10,7 +10,14 @@ from webhook.core.check import Check
 
 
 def registry() -> dict[str, Check]:
-    from webhook.checks import device_injection, dra_claims, memory_fit, resource_names, slo_class
+    from webhook.checks import (
+        device_injection,
+        dra_claims,
+        dra_guardrails,
+        memory_fit,
+        resource_names,
+        slo_class,
+    )
 
-    modules = (device_injection, resource_names, memory_fit, slo_class, dra_claims)
+    modules = (device_injection, resource_names, memory_fit, slo_class, dra_claims, dra_guardrails)
     return {m.CHECK.name: m.CHECK for m in modules}

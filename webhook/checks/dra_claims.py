@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from webhook.core.check import Check, CheckParams, Rule, Violation
 from webhook.core.dra import ClaimSpec, ExactRequest, parse_claim
+from webhook.core.drafindings import joint, mixed, tainted, tolerations
+from webhook.core.drajoint import Ask
 from webhook.core.dramatch import Match, match, selector_hints
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path, format_path
@@ -59,8 +61,12 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
                 "devices",
             )
         )
+        yield from tolerations(claim, base, f'{claim.kind} "{shown(claim.name)}"')
         if inventory.dra.known:
-            yield from _claim(claim, inventory, _Context(pod, params), params, base, None)
+            asks: list[Ask] = []
+            context = _Context(pod, params)
+            yield from _claim(claim, inventory, context, params, base, None, asks)
+            yield from joint(inventory, asks, base, f'{claim.kind} "{shown(claim.name)}"')
         return
     items = pod.spec.get("resourceClaims")
     if type(items) is not list or not items:
@@ -74,6 +80,7 @@ def _pod_claims(
     supply = inventory.dra
     namespace = pod.memo.get(NAMESPACE, "default")
     context = _Context(pod, params)
+    asks: list[Ask] = []
     for index, item in enumerate(items):
         item = as_dict(item)
         path = pod.where("resourceClaims", index)
@@ -91,7 +98,8 @@ def _pod_claims(
                 continue
             if supply.known:
                 where = f'pod claim "{shown(item.get("name"))}" ({format_path(path)}): '
-                yield from _claim(claim, inventory, context, params, (*path, field), where)
+                yield from _claim(claim, inventory, context, params, (*path, field), where, asks)
+    yield from joint(inventory, asks, pod.where("resourceClaims"), "the pod")
 
 
 def _missing(
@@ -122,6 +130,7 @@ def _claim(
     params: Params,
     base: Path,
     where: str | None,
+    asks: list[Ask],
 ) -> Iterator[Violation]:
     label = where or ""
     label += f'{claim.kind} "{shown(claim.name)}"'
@@ -146,6 +155,11 @@ def _claim(
         alt, m = feasible[0]
         path = base if where is not None else (*base, *alt.path)
         what = f'{label} request "{alt.name}"'
+        ask = Ask(what, alt, m)
+        if not request.first_available:  # the scheduler may take another alternative
+            asks.append(ask)
+        if alt.mode == "All":
+            yield from mixed(ask, path)
         yield from _memory(alt, m, context, what, path)
         if context.slo in params.exclusive_slo_classes and (
             shared_by_config or any(d.shared for d in m.devices)
@@ -214,6 +228,9 @@ def _exact(alt: ExactRequest, inventory: Inventory, what: str, path: Path) -> It
                 f"that match on one node is {most} ({node or 'no node-local slice'}), and all "
                 f"devices of a claim come from one node, so it is never allocated.",
             )
+            return
+    if m.tainted:
+        yield from tainted(alt, m, what, path)
 
 
 def _no_device(
@@ -291,6 +308,21 @@ CHECK = Check(
         ),
         "shared-device": Rule(
             "A latency-sensitive pod whose claim lands on a shared GPU.", uses_inventory=True
+        ),
+        "claims-exceed-node": Rule(
+            "A pod's DRA requests, each satisfiable alone, that no one node serves at once.",
+            uses_inventory=True,
+        ),
+        "all-on-mixed-pool": Rule(
+            "allocationMode All over devices of different products or memory on a node.",
+            uses_inventory=True,
+        ),
+        "device-tainted": Rule(
+            "Too few devices left once those with untolerated taints are set aside.",
+            uses_inventory=True,
+        ),
+        "tolerates-every-taint": Rule(
+            "A DRA toleration with operator Exists and no key: every device taint."
         ),
         "missing-claim-source": Rule(
             "A pod references a claim or claim template not in its namespace.",

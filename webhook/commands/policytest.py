@@ -50,6 +50,11 @@ class CaseSpec(_Strict):
     file: str | None = None
     namespace: str | None = None
     inventory: str | dict[str, Any] | None = None
+    # The admission request's facts, for what is judged by who asks (a Namespace's
+    # admin-access label): request.userInfo, and oldObject with operation UPDATE.
+    userInfo: dict[str, Any] | None = None
+    oldObject: dict[str, Any] | None = None
+    operation: Literal["CREATE", "UPDATE"] = "CREATE"
     expect: Expect
 
     @model_validator(mode="after")
@@ -87,6 +92,9 @@ class Case:
     inventory: Inventory
     expect: Expect
     pattern: re.Pattern[str] | None
+    user: Mapping[str, Any] | None = None
+    old: Mapping[str, Any] | None = None
+    operation: str = "CREATE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +225,17 @@ class _Loader:
         )
         self._check_rules(spec.expect, policies, at)
         pattern = self._pattern(spec, at)
-        return Case(spec.name, obj, spec.namespace, inventory, spec.expect, pattern)
+        return Case(
+            spec.name,
+            obj,
+            spec.namespace,
+            inventory,
+            spec.expect,
+            pattern,
+            spec.userInfo,
+            spec.oldObject,
+            spec.operation,
+        )
 
     def _file_object(self, name: str | None, at: tuple[str | int, ...]) -> Mapping[str, Any]:
         assert name is not None

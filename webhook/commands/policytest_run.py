@@ -76,7 +76,13 @@ def run_suite(suite: Suite) -> SuiteResult:
     result = SuiteResult(suite.file, suite.name)
     for case in suite.cases:
         start = time.perf_counter()
-        subject = subject_of(case.obj, namespace=case.namespace)
+        subject = subject_of(
+            case.obj,
+            namespace=case.namespace,
+            operation=case.operation,
+            user=case.user,
+            old=case.old,
+        )
         decision = evaluate(suite.policies, subject, case.inventory)
         problems = tuple(_problems(case, decision))
         findings = tuple(f"{f.action} {f.policy}/{f.rule}: {f.message}" for f in decision.findings)

@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from webhook.core.memo import Memo
 from webhook.core.quantity import quantity_or_none
+from webhook.core.workloads import ADMIN_ACCESS_LABEL as ADMIN_ACCESS_LABEL
 from webhook.core.workloads import as_dict, as_list
 
 GROUP = "resource.k8s.io"
@@ -33,7 +35,6 @@ SUPPLY_KINDS = frozenset({"DeviceClass", "ResourceSlice"})
 CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 DRA_KINDS = SUPPLY_KINDS | CLAIM_KINDS | {"Namespace"}
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"  # KEP-5004
-ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +261,10 @@ class DraSupply:
     claims: Mapping[tuple[str, str, str], ClaimSpec] = field(default_factory=dict)
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     generation: int = 0
+    # Device-match results (webhook.core.dramatch) depend on classes and slices only: a
+    # supply that changes claims or namespaces hands this memo on, so a new claim does
+    # not make every (class, selectors) pair cost its first evaluation again.
+    matches: Memo = field(default_factory=lambda: Memo(8 << 20), compare=False, repr=False)
 
     @property
     def known(self) -> bool:
@@ -321,6 +326,7 @@ class DraSupply:
             value if table == "claims" else self.claims,
             value if table == "namespaces" else self.namespaces,
             self.generation + 1,
+            self.matches if table in ("claims", "namespaces") else Memo(8 << 20),
         )
 
 

@@ -9,11 +9,14 @@ dictionary lookup.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from webhook.core.dra import Device, DeviceClass, Version
+from webhook.core.dra import ClaimSpec, Device, DeviceClass, DraSupply, Version
 from webhook.core.dracel import CACHE, SelectorError
+from webhook.core.drataints import blocking
 from webhook.core.inventory import Inventory
 from webhook.core.text import closest, listing
 
@@ -27,6 +30,9 @@ class Match:
     errors: tuple[tuple[str, Device, str], ...]
     broken: tuple[str, str] | None  # (expression, why) when one does not compile here
     total: int  # devices published
+    # Of `devices`, those with a NoSchedule or NoExecute taint (webhook.core.drataints):
+    # usable only by a request that tolerates it. Empty nearly always.
+    tainted: tuple[Device, ...] = ()
 
     def per_node(self) -> Mapping[str, int]:
         out: dict[str, int] = {}
@@ -44,16 +50,79 @@ class Match:
 
 
 def match(inventory: Inventory, device_class: DeviceClass, selectors: tuple[str, ...]) -> Match:
-    key = ("dra-match", device_class, selectors)
-    found: Match | None = inventory.memo(key)
+    return match_supply(inventory.dra, device_class, selectors)
+
+
+def _key(device_class: DeviceClass, selectors: tuple[str, ...]) -> tuple[Any, ...]:
+    # By name and expressions, not by the class record: its opaque config holds dicts
+    # (unhashable), and a class whose config alone changed matches the same devices.
+    return (device_class.name, device_class.selectors, selectors)
+
+
+_PUT = threading.Lock()  # the watch threads warm the memo while requests read it
+
+
+def match_supply(supply: DraSupply, device_class: DeviceClass, selectors: tuple[str, ...]) -> Match:
+    key = _key(device_class, selectors)
+    found: Match | None = supply.matches.get(key)
     if found is None:
-        found = _match(inventory, (*device_class.selectors, *selectors))
-        inventory.remember(key, found, 64 + 8 * len(found.devices))
+        found = _match(supply, (*device_class.selectors, *selectors))
+        with _PUT:
+            supply.matches.put(key, found, 64 + 8 * len(found.devices))
     return found
 
 
-def _match(inventory: Inventory, expressions: tuple[str, ...]) -> Match:
-    supply = inventory.dra
+def remember(supply: DraSupply, key: Any, value: Any, nbytes: int) -> None:
+    """Put a fact derived from classes and slices in the supply's memo (thread-safe)."""
+    with _PUT:
+        supply.matches.put(key, value, nbytes)
+
+
+def cached(supply: DraSupply, device_class: DeviceClass, selectors: tuple[str, ...]) -> bool:
+    """True when the match is known: judging it costs a lookup, not an evaluation."""
+    return supply.matches.get(_key(device_class, selectors)) is not None
+
+
+def claim_pairs(claim: ClaimSpec) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(class name, selectors) of every request and alternative of a claim."""
+    for request in claim.requests:
+        for alt in request.alternatives:
+            yield alt.device_class, alt.selectors
+
+
+def claim_cached(supply: DraSupply, claim: ClaimSpec) -> bool:
+    """True when every (class, selectors) of the claim is known, or names no class (the
+    check then says so without evaluating anything)."""
+    classes = supply.classes
+    return all(c not in classes or cached(supply, classes[c], sel) for c, sel in claim_pairs(claim))
+
+
+def warm(
+    supply: DraSupply, *, previous: DraSupply | None = None, claims: Iterable[ClaimSpec] = ()
+) -> int:
+    """Work out ahead of requests what they will ask (called off the event loop, by the
+    watch threads, before the new supply is swapped in): with new classes or slices,
+    every class alone, every known claim's requests and whatever the previous supply had
+    been asked; otherwise only the given claims'. Returns how many pairs it evaluated."""
+    pairs: dict[tuple[str, tuple[str, ...]], None] = {}
+    fresh = previous is None or previous.matches is not supply.matches
+    if fresh:
+        pairs.update(((name, ()), None) for name in supply.classes)
+        claims = [*claims, *supply.claims.values()]
+        if previous is not None:
+            pairs.update(((key[0], key[2]), None) for key in previous.matches.held())
+    for claim in claims:
+        pairs.update((pair, None) for pair in claim_pairs(claim))
+    done = 0
+    for name, selectors in pairs:
+        device_class = supply.classes.get(name)
+        if device_class is not None and not cached(supply, device_class, selectors):
+            match_supply(supply, device_class, selectors)
+            done += 1
+    return done
+
+
+def _match(supply: DraSupply, expressions: tuple[str, ...]) -> Match:
     total = supply.device_count
     for expression in expressions:
         try:
@@ -76,7 +145,8 @@ def _match(inventory: Inventory, expressions: tuple[str, ...]) -> Match:
                 break  # CEL selectors are ANDed in order; the first that fails decides
             if ok:
                 devices.append(device)
-    return Match(tuple(devices), tuple(errors), None, total)
+    tainted = tuple(d for d in devices if d.taints and blocking(d))
+    return Match(tuple(devices), tuple(errors), None, total, tainted)
 
 
 def extended_classes(inventory: Inventory, resource: str) -> tuple[DeviceClass, ...]:
@@ -105,7 +175,8 @@ def extended_match(inventory: Inventory, resource: str) -> Match | None:
     broken = next((m.broken for m in matches if m.broken), None)
     devices = tuple({d.label: d for m in matches for d in m.devices}.values())
     errors = tuple(e for m in matches for e in m.errors)
-    return Match(devices, errors, broken, matches[0].total)
+    tainted = tuple({d.label: d for m in matches for d in m.tainted}.values())
+    return Match(devices, errors, broken, matches[0].total, tainted)
 
 
 def selector_hints(

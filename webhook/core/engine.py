@@ -19,7 +19,7 @@ from webhook.core.profiles import EXTENDED_RESOURCE_TOLERATION
 from webhook.core.subject import Subject as Subject  # re-exported: the engine's input
 from webhook.core.text import clip
 from webhook.core.unjudged import shape_findings, unconfigured
-from webhook.core.workloads import NAMESPACE, PodView, api_group, workload_of
+from webhook.core.workloads import NAMESPACE, REQUEST, PodView, api_group, workload_of
 from webhook.errors import GpuAdmissionError
 
 StaleAction = Literal["deny", "warn", "allow"]
@@ -108,6 +108,8 @@ def evaluate(
         pod.memo[NAMESPACE] = namespace  # what a DRA claim reference resolves in
         if ert:  # the cluster adds tolerations: candidates count them (profiles.py)
             pod.memo[EXTENDED_RESOURCE_TOLERATION] = True
+    if subject.user is not None and pods:  # a Namespace at admission: who asks is judged
+        pods[0].memo[REQUEST] = subject
     errors: list[str] = []
     matched = False
     for policy in policy_set.policies:

@@ -35,6 +35,10 @@ class Memo:
         self._sizes[key] = nbytes
         self._bytes += nbytes
 
+    def held(self) -> list[Any]:
+        """The keys held, oldest first (a copy: another thread may put meanwhile)."""
+        return list(self._sizes)
+
     @property
     def nbytes(self) -> int:
         return self._bytes

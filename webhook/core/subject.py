@@ -38,6 +38,10 @@ class Subject(NamedTuple):
     obj: Mapping[str, Any]
     namespace: str = DEFAULT_NAMESPACE
     operation: str = "CREATE"
+    # At admission only: the request's userInfo ({username, groups, ...}) and, on UPDATE,
+    # the object before it. None in check, audit, diff and test (no request there).
+    user: Mapping[str, Any] | None = None
+    old: Mapping[str, Any] | None = None
 
     @property
     def kind(self) -> str:
@@ -46,13 +50,20 @@ class Subject(NamedTuple):
 
 
 def subject_of(
-    obj: Mapping[str, Any], *, namespace: str | None = None, operation: str = "CREATE"
+    obj: Mapping[str, Any],
+    *,
+    namespace: str | None = None,
+    operation: str = "CREATE",
+    user: Mapping[str, Any] | None = None,
+    old: Mapping[str, Any] | None = None,
 ) -> Subject:
     """The subject for `obj`: in `namespace` if the request names one (None or "": it does
     not), else in the object's metadata.namespace, else in `default`."""
     if not namespace:
         namespace = namespace_of(obj) or DEFAULT_NAMESPACE
-    return Subject(obj, namespace, operation)
+    if user is None and old is None:
+        return Subject(obj, namespace, operation)
+    return Subject(obj, namespace, operation, user, old)
 
 
 def namespace_of(obj: Mapping[str, Any]) -> str:

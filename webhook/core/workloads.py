@@ -28,6 +28,11 @@ MAX_RESOURCE_NAME = 317
 # claim reference resolves in), and the ResourceClaim(Template) a view stands for.
 NAMESPACE = "subject-namespace"
 CLAIM_OBJECT = "dra-claim-object"
+# A Namespace that sets the DRA admin-access label; REQUEST: the Subject, when it
+# carries a request's userInfo and oldObject (the engine puts it there).
+NAMESPACE_OBJECT = "dra-namespace-object"
+REQUEST = "subject-request"
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"  # k8s.io/api resource/v1
 
 # Where core kinds keep their pod template (a PodTemplateSpec: metadata + spec).
 # Keyed by (API group, kind); custom resources come from the WorkloadKinds config.
@@ -244,6 +249,16 @@ def workload_of(obj: Mapping[str, Any], *, custom: Sequence[KindShape] = ()) -> 
         meta = as_dict(obj.get("metadata"))
         view = PodView({}, ("spec",), str_map(meta.get("labels")), {}, ("metadata",))
         view.memo[CLAIM_OBJECT] = obj
+        return Workload([view])
+    if kind == "Namespace" and group == "":
+        # Judged only when it carries the admin-access label (dra-guardrails): any other
+        # Namespace holds nothing a check reads, and stays "not a workload".
+        meta = as_dict(obj.get("metadata"))
+        labels = str_map(meta.get("labels"))
+        if labels.get(ADMIN_ACCESS_LABEL) != "true":
+            return None
+        view = PodView({}, ("spec",), labels, {}, ("metadata",))
+        view.memo[NAMESPACE_OBJECT] = obj
         return Workload([view])
     builtin = BUILTIN_TEMPLATES.get((group, kind if type(kind) is str else ""))
     if builtin is not None:

@@ -59,6 +59,7 @@ class AdmissionRequest(NamedTuple):
     dry_run: bool
     obj: Mapping[str, Any] | None
     old_obj: Mapping[str, Any] | None
+    user_info: Mapping[str, Any] | None = None  # request.userInfo (Namespace guardrails)
 
 
 def parse_review(body: object) -> AdmissionRequest:
@@ -97,6 +98,7 @@ def parse_review(body: object) -> AdmissionRequest:
         req.get("dryRun") is True,
         obj if type(obj) is dict else None,
         old if type(old) is dict else None,
+        user if type(user) is dict else None,
     )
 
 
@@ -135,6 +137,14 @@ def judge(
 def _subject(request: AdmissionRequest, obj: Mapping[str, Any]) -> Subject:
     # The request's namespace is the one the object is created in (the apiserver takes it
     # from the URL); "" for a cluster-scoped object, which then falls back like a file.
+    if request.kind == "Namespace":  # the one kind judged by who asks (dra-guardrails)
+        return subject_of(
+            obj,
+            namespace=request.namespace,
+            operation=request.operation,
+            user=request.user_info or {},
+            old=request.old_obj,
+        )
     return subject_of(obj, namespace=request.namespace, operation=request.operation)
 
 

@@ -110,6 +110,7 @@ class Tally:
 
 LOOP = Tally()  # the event loop's requests
 LARGE = Tally()  # those of the thread that judges large bodies
+DRA = Tally()  # those of the thread that judges claims whose device matches are not cached
 _STARTED = time.time()
 
 
@@ -117,7 +118,7 @@ class _Tallies(Collector):
     """The Tallies as the metric families prometheus_client's own would expose."""
 
     def collect(self) -> Iterator[Metric]:
-        tallies = (LOOP, LARGE)
+        tallies = (LOOP, LARGE, DRA)
         created: dict[tuple[str, ...], float] = {}
         for t in tallies:
             for key, at in dict(t.created).items():  # a copy: the other thread may add

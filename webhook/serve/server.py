@@ -44,6 +44,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from webhook.core.dra import CLAIM_KINDS, parse_claim
+from webhook.core.dramatch import claim_cached
 from webhook.core.engine import Decision, Outcome, evaluate
 from webhook.errors import ReviewError, WorkloadError
 from webhook.serve import metrics
@@ -147,6 +149,7 @@ def create_app(
 ) -> ASGIApp:
     decisions = decision_log or DecisionLog()
     large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-admission-large")
+    dra = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-admission-dra")
 
     async def validate(scope: Scope, receive: Receive, send: Send) -> None:
         """POST /validate as a bare ASGI callable: starlette's request and response
@@ -158,11 +161,17 @@ def create_app(
         except BodyTooLarge:
             await _send(send, _error(413, f"request body over {MAX_BODY} bytes"))
             return
-        if len(body) <= INLINE_BODY:
-            await _send(send, answer(body, started, state.cache.evaluate, metrics.LOOP))
-            return
         loop = asyncio.get_running_loop()
-        await _send(send, await loop.run_in_executor(large, answer_large, body, started))
+        if len(body) > INLINE_BODY:
+            await _send(send, await loop.run_in_executor(large, answer_large, body, started))
+        elif b"ResourceClaim" in body and not _claim_cached(body, state):
+            # A claim whose selectors no one asked for yet: its first evaluation walks
+            # every published device (most of a second at 10,000), so not on the loop.
+            await _send(
+                send, await loop.run_in_executor(dra, answer, body, started, evaluate, metrics.DRA)
+            )
+        else:
+            await _send(send, answer(body, started, state.cache.evaluate, metrics.LOOP))
 
     def answer_large(body: bytes, started: float) -> Answer:
         with _collector_paused():
@@ -202,17 +211,18 @@ def create_app(
     async def readyz(request: Request) -> Response:
         age = state.inventory_age()
         body = {
-            "ready": state.inventory_synced,
+            "ready": state.ready,
             "policySet": state.policy_set.digest,
             "policies": [p.name for p in state.policy_set.policies],
             "policyReloadError": state.policy_error,
             "inventorySynced": state.inventory_synced,
             "inventoryNodes": state.inventory.node_count,
             "inventoryDraDevices": state.inventory.dra.device_count,
+            "inventoryDraPending": sorted(state.dra_pending),
             "inventoryAgeSeconds": None if age is None else round(age, 1),
             "inventoryError": state.inventory_error,
         }
-        status = 200 if state.inventory_synced else 503
+        status = 200 if state.ready else 503
         return Response(orjson.dumps(body), status_code=status, media_type="application/json")
 
     async def metrics_endpoint(request: Request) -> Response:
@@ -233,6 +243,7 @@ def create_app(
                     yield
         finally:
             large.shutdown(wait=True, cancel_futures=True)
+            dra.shutdown(wait=True, cancel_futures=True)
             decisions.flush()  # the last turn's lines, before the process goes
 
     routes = Starlette(
@@ -278,6 +289,18 @@ def _collector_paused() -> Iterator[None]:
         sys.setswitchinterval(interval)
         if enabled:
             gc.enable()
+
+
+def _claim_cached(body: bytes, state: State) -> bool:
+    """False for a ResourceClaim(Template) review whose device matches are not worked
+    out yet; True for anything else (a body that does not parse: `answer` says why)."""
+    try:
+        obj = parse_review(parse_json(body)).obj
+    except (ValueError, RecursionError, ReviewError):
+        return True
+    if obj is None or obj.get("kind") not in CLAIM_KINDS:
+        return True
+    return claim_cached(state.inventory.dra, parse_claim(obj))
 
 
 def _decide(req: AdmissionRequest, state: State, evaluator: Evaluator) -> tuple[bytes, Decision]:

@@ -95,6 +95,8 @@ def _start_watches(state: State) -> list[NodeWatcher]:
     nodes = NodeWatcher(client, on_change=state.set_nodes, on_update=state.update_nodes)
     state.last_sync = lambda: nodes.last_sync
     watchers = [nodes]
+    # Ready once the supply a verdict reads is listed (a 404 counts: no DRA here).
+    state.dra_pending = {"DeviceClass", "ResourceSlice"}
     for resource in DRA_RESOURCES:
         kind = resource.kind
         watchers.append(

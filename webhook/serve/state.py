@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook.core.dra import DraSupply
+from webhook.core.dra import CLAIM_KINDS, ClaimSpec, DraSupply
+from webhook.core.dramatch import warm
 from webhook.core.engine import StaleAction, Staleness
 from webhook.core.inventory import Inventory, Node, parse_node
 from webhook.core.policy import PolicySet
@@ -62,6 +63,13 @@ class State:
     # The Node watch and the DRA watches run in threads of their own; each builds the
     # next inventory from the current one, so the read-modify-write is serialised.
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # DRA kinds whose first list has not arrived; readiness waits for them (the live
+    # watches set it; a file inventory has none to wait for).
+    dra_pending: set[str] = field(default_factory=set)
+
+    @property
+    def ready(self) -> bool:
+        return self.inventory_synced and not self.dra_pending
 
     @classmethod
     def start(cls, settings: Settings) -> State:
@@ -148,7 +156,9 @@ class State:
             for obj in objects:
                 namespace, name = _dra_key(obj)
                 dra = self._put_dra(dra, kind, f"{namespace}/{name}", obj)
-            self._swap_dra(dra)
+            claims = [c for c in dra.claims.values() if c.kind == kind]
+            self._swap_dra(dra, claims)
+            self.dra_pending.discard(kind)
 
     def update_dra(self, kind: str, changed: Mapping[str, Mapping[str, Any] | None]) -> None:
         """Called by a DRA watcher's thread with the objects one batch of events changed
@@ -162,7 +172,13 @@ class State:
                     dra = dra.without(kind, name, namespace)
                 else:
                     dra = self._put_dra(dra, kind, key, obj)
-            self._swap_dra(dra)
+            claims: list[ClaimSpec] = []
+            if kind in CLAIM_KINDS:
+                for key in changed:
+                    namespace, _, name = key.rpartition("/")
+                    claim = dra.claims.get((kind, namespace, name))
+                    claims += [claim] if claim is not None else []
+            self._swap_dra(dra, claims)
 
     def _put_dra(self, dra: DraSupply, kind: str, key: str, obj: Mapping[str, Any]) -> DraSupply:
         where = f"{kind} {key.lstrip('/')}"
@@ -176,12 +192,18 @@ class State:
             self._unparsable[where] = str(exc)
             return dra.without(kind, name, namespace)
 
-    def _swap_dra(self, dra: DraSupply) -> None:
+    def _swap_dra(self, dra: DraSupply, claims: Sequence[ClaimSpec]) -> None:
         if dra is not self.inventory.dra:
+            # The device matches requests will ask for are worked out here, on the watch
+            # thread, before requests see this supply: the first evaluation of a
+            # (class, selectors) pair at 10,000 devices takes most of a second.
+            warm(dra, previous=self.inventory.dra, claims=claims)
             self.inventory = self.inventory.with_dra(dra)
         self._report_unparsable()
 
     def _swap_inventory(self, inventory: Inventory) -> None:
+        if inventory.dra is not self.inventory.dra:  # a file inventory (re)loaded
+            warm(inventory.dra, previous=self.inventory.dra)
         # Offers as the policy set's cluster profile reads nodes (one build when it
         # differs; updates then keep it).
         self.inventory = inventory.reading(self.policy_set.profile.node_facts)

@@ -1,0 +1,184 @@
+"""gpu-dra-guardrails: who may turn on DRA admin access, and who may pass a GPU through.
+
+The apiserver lets a claim set `adminAccess` (every device, even one in use by others)
+only in a Namespace labelled `resource.kubernetes.io/admin-access: "true"`, but anyone
+allowed to update their own Namespace can set that label: a self-service escalation.
+At admission, the request's userInfo says who sets it; `check` and `audit` have no
+request, and judge where the label is instead.
+
+A passthrough (VFIO) device class hands a whole GPU to a VM or to a workload that
+drives it itself (NVIDIA's DRA driver: DeviceClass `vfio.gpu.nvidia.com`, selecting
+`type == 'vfio'`): outside the namespaces allowed it, a claim for one is denied.
+
+Sources: k8s.io/api resource/v1 types.go (DeviceRequestAllocationMode, AdminAccess and
+the admin-access label); KEP-4214 / kubernetes/kubeadm#2414 (kubeadm's admin.conf user
+is in group kubeadm:cluster-admins since 1.29, super-admin.conf in system:masters);
+NVIDIA k8s-dra-driver-gpu (the vfio.gpu.nvidia.com class).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.dra import ClaimSpec, DraSupply, parse_claim
+from webhook.core.inventory import Inventory
+from webhook.core.paths import Path
+from webhook.core.subject import Subject
+from webhook.core.text import listing, shown
+from webhook.core.workloads import (
+    ADMIN_ACCESS_LABEL,
+    CLAIM_OBJECT,
+    NAMESPACE,
+    NAMESPACE_OBJECT,
+    REQUEST,
+    PodView,
+    as_dict,
+)
+
+_VFIO = re.compile(r"""\.type\s*==\s*['"]vfio['"]""")
+
+
+class Params(CheckParams):
+    # Groups (userInfo.groups) and users allowed to set the admin-access label.
+    admin_access_groups: tuple[str, ...] = ("system:masters", "kubeadm:cluster-admins")
+    admin_access_users: tuple[str, ...] = ()
+    # Namespaces expected to carry the label: what check and audit compare against.
+    admin_access_namespaces: tuple[str, ...] = ()
+    # DeviceClasses that pass a device through (besides any whose selector asks for
+    # `type == 'vfio'`), and the namespaces allowed them.
+    passthrough_classes: tuple[str, ...] = ("vfio.gpu.nvidia.com",)
+    passthrough_namespaces: tuple[str, ...] = ()
+
+
+def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+    memo = pod.memo
+    if (
+        not pod.spec.get("resourceClaims")
+        and CLAIM_OBJECT not in memo
+        and NAMESPACE_OBJECT not in memo
+    ):
+        return  # nearly every pod: three lookups
+    namespace_obj = pod.memo.get(NAMESPACE_OBJECT)
+    if namespace_obj is not None:
+        yield from _admin_label(namespace_obj, pod.memo.get(REQUEST), params)
+        return
+    namespace = pod.memo.get(NAMESPACE, "default")
+    if namespace in params.passthrough_namespaces:
+        return
+    obj = pod.memo.get(CLAIM_OBJECT)
+    if obj is not None:
+        claim = parse_claim(obj, namespace=namespace)
+        base: Path = ("spec", "spec") if claim.kind == "ResourceClaimTemplate" else ("spec",)
+        yield from _passthrough(claim, inventory.dra, params, base, "")
+        return
+    items = pod.spec.get("resourceClaims")
+    if type(items) is not list or not items:
+        return  # nearly every pod: one lookup
+    yield from _pod_claims(pod, items, inventory.dra, namespace, params)
+
+
+def _pod_claims(
+    pod: PodView, items: list[Any], supply: DraSupply, namespace: str, params: Params
+) -> Iterator[Violation]:
+    for index, item in enumerate(items):
+        item = as_dict(item)
+        for field, kind in (
+            ("resourceClaimTemplateName", "ResourceClaimTemplate"),
+            ("resourceClaimName", "ResourceClaim"),
+        ):
+            claim = supply.claims.get((kind, namespace, str(item.get(field))))
+            if claim is not None:
+                where = f'pod claim "{shown(item.get("name"))}": '
+                path = pod.where("resourceClaims", index, field)
+                yield from _passthrough(claim, supply, params, path, where)
+
+
+def _admin_label(
+    obj: Mapping[str, Any], request: Subject | None, params: Params
+) -> Iterator[Violation]:
+    meta = as_dict(obj.get("metadata"))
+    name = shown(meta.get("name"))
+    path: Path = ("metadata", "labels", ADMIN_ACCESS_LABEL)
+    if request is None:  # check, audit: no request says who set it
+        if name not in params.admin_access_namespaces:
+            allowed = listing(list(params.admin_access_namespaces)) or "none"
+            yield Violation(
+                "admin-access-label",
+                path,
+                f'Namespace {name} carries {ADMIN_ACCESS_LABEL}: "true", so every claim in it '
+                f"may take any device with adminAccess, even devices in use by others; it is "
+                f"not among the namespaces allowed the label ({allowed}). Who set it is "
+                f"judged at admission.",
+                advisory=True,
+            )
+        return
+    old_labels = as_dict(as_dict((request.old or {}).get("metadata")).get("labels"))
+    if old_labels.get(ADMIN_ACCESS_LABEL) == "true":
+        return  # the label was already there: only setting it is judged
+    user = request.user or {}
+    username = user.get("username") if isinstance(user.get("username"), str) else ""
+    raw = user.get("groups")
+    groups = [g for g in raw if isinstance(g, str)] if isinstance(raw, list) else []
+    if username in params.admin_access_users or set(groups) & set(params.admin_access_groups):
+        return
+    allowed = listing(list(params.admin_access_groups)) or "none"
+    yield Violation(
+        "admin-access-label",
+        path,
+        f"user {shown(username) or '(unknown)'} (groups: {listing(groups) or 'none'}) sets "
+        f'{ADMIN_ACCESS_LABEL}: "true" on Namespace {name}, which lets every claim in it take '
+        f"any device with adminAccess, even devices in use by others; only the groups "
+        f"{allowed} may set it (parameter adminAccessGroups).",
+    )
+
+
+def _passthrough(
+    claim: ClaimSpec, supply: DraSupply, params: Params, path: Path, where: str
+) -> Iterator[Violation]:
+    for request in claim.requests:
+        for alt in request.alternatives:
+            why = _passthrough_reason(alt.device_class, alt.selectors, supply, params)
+            if why is None:
+                continue
+            allowed = listing(list(params.passthrough_namespaces)) or "none"
+            yield Violation(
+                "passthrough-class",
+                path if where else (*path, "devices", *alt.path),
+                f'{where}{claim.kind} "{shown(claim.name)}" request "{alt.name}" asks for a '
+                f"passthrough (VFIO) device ({why}) in namespace {claim.namespace}: the GPU "
+                f"leaves the host driver's control (no isolation, health or memory checks "
+                f"apply); only the namespaces {allowed} may (parameter "
+                f"passthroughNamespaces).",
+            )
+
+
+def _passthrough_reason(
+    class_name: str, selectors: tuple[str, ...], supply: DraSupply, params: Params
+) -> str | None:
+    if class_name in params.passthrough_classes:
+        return f"DeviceClass {class_name}"
+    device_class = supply.classes.get(class_name)
+    class_selectors = device_class.selectors if device_class is not None else ()
+    for expression in (*class_selectors, *selectors):
+        if _VFIO.search(expression):
+            owner = "DeviceClass " + class_name if expression in class_selectors else "selector"
+            return f"{owner} {shown(expression, 80)!r}"
+    return None
+
+
+CHECK = Check(
+    name="dra-guardrails",
+    params=Params,
+    run=run,
+    rules={
+        "admin-access-label": Rule(
+            "Setting the DRA admin-access label on a Namespace, by someone not allowed to."
+        ),
+        "passthrough-class": Rule(
+            "A claim for a passthrough (VFIO) device class outside the namespaces allowed it."
+        ),
+    },
+)
