@@ -34,8 +34,16 @@ from webhook.core.workloads import BUILTIN_TEMPLATES, CONTAINER_FIELDS, api_grou
 
 # Checks whose reads are the ones listed above; the device-injection policy's
 # parameters carry its AccessRules (`params.rules`).
+# dra-guardrails judges Namespaces, claims and pods with `resourceClaims`: none passes.
 KNOWN_CHECKS = frozenset(
-    {"device-injection", "resource-names", "memory-fit", "slo-class", "dra-claims"}
+    {
+        "device-injection",
+        "resource-names",
+        "memory-fit",
+        "slo-class",
+        "dra-claims",
+        "dra-guardrails",
+    }
 )
 _POD = ("", "Pod")
 
