@@ -217,6 +217,17 @@ def test_internal_fault_is_500_with_the_uid(monkeypatch: pytest.MonkeyPatch):
     assert resp.json()["uid"] == r["request"]["uid"]
 
 
+def test_a_generate_name_pod_is_named_as_a_prefix(client: TestClient, log: io.BytesIO):
+    # A ReplicaSet's Pod has only generateName at admission: `train-` alone would read as
+    # the whole name, in the deny message and in the decision log alike.
+    obj = pod(container={"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]})
+    obj["metadata"] = {"generateName": "train-", "labels": obj["metadata"]["labels"]}
+    resp = post(client, review(obj))
+    message = resp.json()["response"]["status"]["message"]
+    assert "Pod ml/train-*" in message and "Pod ml/train- " not in message
+    assert orjson.loads(log.getvalue().splitlines()[-1])["name"] == "train-*"
+
+
 def test_decision_log_holds_no_values(client: TestClient, log: io.BytesIO):
     secret = "GPU-3f9c0a52-secret-uuid"
     obj = pod(

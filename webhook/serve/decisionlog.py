@@ -12,6 +12,7 @@ from typing import IO
 import orjson
 
 from webhook.core.engine import Decision
+from webhook.core.subject import shown_name
 from webhook.core.text import shown
 from webhook.serve.admission import AdmissionRequest
 from webhook.serve.state import State
@@ -92,9 +93,10 @@ class DecisionLog:
 
 
 def object_name(req: AdmissionRequest) -> str:
-    """The object's name, else its generateName (a Pod of a ReplicaSet has no name yet)."""
+    """The object's name, else its generateName marked as a prefix (`train-*`: a Pod of a
+    ReplicaSet has no name yet, and `train-` alone would read as a whole name)."""
     meta = req.obj.get("metadata") if req.obj is not None else None
     if isinstance(meta, dict):
-        name = meta.get("name") or meta.get("generateName") or ""
-        return shown(name, 253) if not isinstance(name, str) or len(name) > 253 else name
+        name = shown_name(meta)
+        return shown(name, 253) if len(name) > 253 else name
     return ""
