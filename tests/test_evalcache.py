@@ -7,6 +7,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+import yaml
 from builders import RAISE_LABEL, with_broken_check
 from reviews import pod
 
@@ -57,6 +58,21 @@ def test_anything_a_check_reads_is_part_of_the_key() -> None:
             POLICIES, subject, INVENTORY
         )
     assert (cache.misses, cache.hits) == (5, 0)
+
+
+def test_claims_that_differ_only_in_name_each_get_their_own_message() -> None:
+    # A claim's findings name the claim ('ResourceClaim "a100-typo" ...'), so its name is
+    # part of the key: a second claim must not be answered with the first one's name.
+    inventory = read_inventory(str(ROOT / "examples/dra/cluster.yaml"))
+    claim = yaml.safe_load((ROOT / "examples/dra/bad/selector-matches-nothing.yaml").read_text())
+    cache = EvaluationCache()
+    for name in ("first-claim", "second-claim"):
+        renamed = copy.deepcopy(claim)
+        renamed["metadata"]["name"] = name
+        decision = cache.evaluate(POLICIES, Subject(renamed, "ml"), inventory)
+        assert decision.denied
+        assert all(f'"{name}"' in f.message for f in decision.findings)
+    assert (cache.misses, cache.hits) == (2, 0)
 
 
 def test_a_new_policy_set_or_inventory_empties_it() -> None:

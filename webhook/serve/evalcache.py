@@ -33,6 +33,7 @@ _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
 # What of an object's metadata a check can see; names, uids, owners and times differ
 # between replicas and change nothing.
 _METADATA_READ = ("labels", "annotations")
+_METADATA_NAMED = (*_METADATA_READ, "name", "generateName")
 MAX_BYTES = 8 << 20  # keys and decisions held in all (about 4 KB an entry when full)
 MAX_ENTRY_BYTES = 64 << 10  # a larger key or decision is judged each time, never kept
 _ENTRY_OVERHEAD = 400  # dict slot, Decision and tuple headers, bytes object header
@@ -120,7 +121,10 @@ def fingerprint(subject: Subject) -> bytes | None:
         trimmed["spec"] = _one_token_volume_name(spec)
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        trimmed["metadata"] = {k: meta.get(k) for k in _METADATA_READ}
+        # A Pod's findings never name the Pod (the response does), so its replicas share
+        # an entry; other kinds' may (a claim's name their claim): their name is read.
+        read = _METADATA_READ if obj.get("kind") == "Pod" else _METADATA_NAMED
+        trimmed["metadata"] = {k: meta.get(k) for k in read}
     try:
         return orjson.dumps([subject.namespace, trimmed])
     except TypeError:  # integers past 64 bits and the like: judge without the cache
