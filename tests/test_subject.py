@@ -25,6 +25,12 @@ from webhook.core.subject import Subject, subject_of
         # A request without one (a cluster-scoped object) falls back like a file.
         ({"metadata": {"namespace": "team-a"}}, "", "team-a"),
         ({"metadata": {}}, "", "default"),
+        # A Namespace is judged in itself, with a request (UPDATE: its name; CREATE:
+        # none) or without (a file), so excludedNamespaces skips it alike everywhere.
+        ({"kind": "Namespace", "metadata": {"name": "kube-system"}}, None, "kube-system"),
+        ({"kind": "Namespace", "metadata": {"name": "kube-system"}}, "", "kube-system"),
+        ({"kind": "Namespace", "metadata": {"name": "team-a"}}, "team-a", "team-a"),
+        ({"kind": "Namespace", "metadata": {"generateName": "t-"}}, None, "default"),
     ],
 )
 def test_the_namespace_it_is_judged_in(

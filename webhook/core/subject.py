@@ -13,8 +13,11 @@ The namespace is the one the object lives in, or would be created in:
 3. else `default`, where `kubectl apply -f` puts an object without one (unless `-n` or
    the kubeconfig context says otherwise, which a file cannot know).
 
-Cluster-scoped kinds get no namespace of their own (`""`): they are judged as if in
-`default` too. Every built-in kind that holds a pod spec is namespaced (Pod,
+A Namespace is judged in itself (its own metadata.name): the apiserver's request
+carries no namespace on a CREATE of one (POST /api/v1/namespaces) and the name on an
+UPDATE, so reading the name everywhere makes `excludedNamespaces: [kube-system]` skip
+the kube-system Namespace alike in check, audit and at admission. Other cluster-scoped
+kinds get no namespace of their own (`""`): they are judged as if in `default` too. Every built-in kind that holds a pod spec is namespaced (Pod,
 PodTemplate, ReplicationController, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
 CronJob: `kubectl api-resources --namespaced=true`), and so are the custom workloads we
 know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet). A file or a dump does not say
@@ -59,11 +62,19 @@ def subject_of(
 ) -> Subject:
     """The subject for `obj`: in `namespace` if the request names one (None or "": it does
     not), else in the object's metadata.namespace, else in `default`."""
-    if not namespace:
+    if obj.get("kind") == "Namespace":
+        namespace = _own_name(obj) or DEFAULT_NAMESPACE
+    elif not namespace:
         namespace = namespace_of(obj) or DEFAULT_NAMESPACE
     if user is None and old is None:
         return Subject(obj, namespace, operation)
     return Subject(obj, namespace, operation, user, old)
+
+
+def _own_name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def namespace_of(obj: Mapping[str, Any]) -> str:
