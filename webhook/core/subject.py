@@ -18,11 +18,12 @@ carries no namespace on a CREATE of one (POST /api/v1/namespaces) and the name o
 UPDATE, so reading the name everywhere makes `excludedNamespaces: [kube-system]` skip
 the kube-system Namespace alike in check, audit and at admission. Other cluster-scoped
 kinds get no namespace of their own (`""`): they are judged as if in `default` too.
-Every built-in kind that holds a pod spec is namespaced (Pod, PodTemplate, ReplicationController, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job,
-CronJob: `kubectl api-resources --namespaced=true`), and so are the custom workloads we
-know (PyTorchJob, RayCluster, JobSet, LeaderWorkerSet). A file or a dump does not say
-whether a custom kind is cluster-scoped (only the cluster's discovery API does), so
-telling the two apart would make `check` and the webhook disagree on the same object.
+Every built-in kind that holds a pod spec is namespaced (Pod, PodTemplate,
+ReplicationController, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob:
+`kubectl api-resources --namespaced=true`), and so are the custom workloads we know
+(PyTorchJob, RayCluster, JobSet, LeaderWorkerSet). A file or a dump does not say whether
+a custom kind is cluster-scoped (only the cluster's discovery API does), so telling the
+two apart would make `check` and the webhook disagree on the same object.
 """
 
 from __future__ import annotations
