@@ -29,14 +29,6 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
-from cel_expr_python import cel  # type: ignore[import-untyped]
-from cel_expr_python.ext import (  # type: ignore[import-untyped]
-    ext_bindings,
-    ext_math,
-    ext_optional,
-    ext_strings,
-)
-
 from webhook.core.dra import Device, Slice, Version
 from webhook.core.quantity import quantity_or_none
 
@@ -126,7 +118,7 @@ def _is(parse: Callable[[str], Any]) -> Callable[[str], bool]:
     return check
 
 
-def _functions() -> list[Any]:
+def _functions(cel: Any) -> list[Any]:
     m = cel.Type.Map(cel.Type.STRING, cel.Type.STRING)
     s, i, b, d = cel.Type.STRING, cel.Type.INT, cel.Type.BOOL, cel.Type.DOUBLE
 
@@ -164,12 +156,26 @@ def _functions() -> list[Any]:
 
 _ENV_LOCK = threading.Lock()
 _ENV: Any = None
+_BOOL: Any = None  # cel.Type.BOOL and cel.Type.ERROR, once the library is loaded
+_ERROR: Any = None
 
 
 def _env() -> Any:
-    global _ENV
+    """The CEL environment, built on first use. The library is imported here, not at
+    module import: it costs ~40 ms of start-up, which a `check` of manifests without
+    any DRA selector (nearly every pull request) never needs."""
+    global _ENV, _BOOL, _ERROR
     with _ENV_LOCK:
         if _ENV is None:
+            from cel_expr_python import cel  # type: ignore[import-untyped]
+            from cel_expr_python.ext import (  # type: ignore[import-untyped]
+                ext_bindings,
+                ext_math,
+                ext_optional,
+                ext_strings,
+            )
+
+            _BOOL, _ERROR = cel.Type.BOOL, cel.Type.ERROR
             _ENV = cel.NewEnv(
                 variables={"device": cel.Type.DYN},
                 extensions=[
@@ -178,7 +184,7 @@ def _env() -> Any:
                     ext_bindings.ExtBindings(),
                     ext_math.ExtMath(),
                 ],
-                functions=_functions(),
+                functions=_functions(cel),
             )
         return _ENV
 
@@ -204,9 +210,9 @@ class Selector:
     def run(self, device: Device) -> Outcome:
         value = self.program.eval(data={"device": _activation(device, self.domains)})
         kind = value.type()
-        if kind == cel.Type.BOOL:
+        if kind == _BOOL:
             return bool(value.value())
-        if kind == cel.Type.ERROR:
+        if kind == _ERROR:
             return _first_line(str(value.value()))
         return f"the expression evaluates to {kind.name().lower()}, not bool"
 
