@@ -13,21 +13,22 @@ from auditobjects import GPU_LABELS, deployment_family, pod
 from clirun import gpu_admission
 from fakeapiserver import TOKEN, FakeApiServer
 
-from webhook.kube.client import BUILTIN_WORKLOADS, NODES
+from webhook.kube.client import BUILTIN_WORKLOADS, DRA_RESOURCES, NAMESPACES, NODES
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTORCHJOBS = ("kubeflow.org", "v1", "pytorchjobs")
 
 
 def key(kind: str) -> tuple[str, str, str]:
-    ref = next(r for r in (*BUILTIN_WORKLOADS, NODES) if r.kind == kind)
+    ref = next(r for r in (*BUILTIN_WORKLOADS, NODES, NAMESPACES, *DRA_RESOURCES) if r.kind == kind)
     return (ref.group, ref.version, ref.plural)
 
 
 @pytest.fixture
 def api() -> Iterator[FakeApiServer]:
     with FakeApiServer() as server:
-        for ref in (*BUILTIN_WORKLOADS, NODES):
+        # Every apiserver serves Namespaces; resource.k8s.io only where a test says so.
+        for ref in (*BUILTIN_WORKLOADS, NODES, NAMESPACES):
             server.serve(ref.group, ref.version, ref.plural, ref.kind, namespaced=ref.namespaced)
         nodes = json.loads((ROOT / "examples" / "cluster" / "nodes.json").read_text())["items"]
         server.put_many(key("Node"), nodes)
@@ -197,3 +198,43 @@ def test_a_configured_kind_the_cluster_does_not_serve_is_a_note(
     assert code == 0
     assert "skipped TrainJob.example.com: the cluster does not serve that group" in body["notes"]
     assert len(api.list_requests("/apis/example.com")) == 1
+
+
+def test_dra_claims_and_namespaces_are_judged_against_the_cluster_supply(
+    api: FakeApiServer, kubeconfig: str
+) -> None:
+    # The cluster's DRA supply (examples/dra/cluster.yaml: classes, slices, a template)
+    # is read with its Nodes; claims, templates and Namespaces are judged as themselves.
+    for ref in DRA_RESOURCES:
+        api.serve(ref.group, ref.version, ref.plural, ref.kind, namespaced=ref.namespaced)
+    supply = yaml.safe_load((ROOT / "examples/dra/cluster.yaml").read_text())["items"]
+    put(api, [o for o in supply if o["kind"] != "Node"])
+    bad = ROOT / "examples/dra/bad"
+    typo = yaml.safe_load((bad / "selector-matches-nothing.yaml").read_text())
+    labelled = yaml.safe_load((bad / "admin-access-label.yaml").read_text())
+    put(
+        api, [typo, labelled, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}]
+    )
+
+    code, body, _ = audit(kubeconfig)
+
+    assert code == 1
+    found = {(r["kind"], r["name"], r["rule"]) for r in body["results"]}
+    assert ("ResourceClaim", "a100-typo", "selector-matches-nothing") in found
+    assert ("Namespace", "team-a", "admin-access-label") in found
+    assert body["summary"]["kinds"]["Namespace"] == 2
+    # One namespace's audit judges that Namespace only.
+    _, scoped, _ = audit(kubeconfig, "-n", "ml")
+    assert scoped["summary"]["kinds"].get("Namespace") == 1
+    assert ("ResourceClaim", "a100-typo", "selector-matches-nothing") in {
+        (r["kind"], r["name"], r["rule"]) for r in scoped["results"]
+    }
+
+
+def test_a_cluster_without_dra_is_a_note(api: FakeApiServer, kubeconfig: str) -> None:
+    put(api, [pod("ok", namespace="ml", gpus=1, labels=GPU_LABELS)])
+
+    code, body, _ = audit(kubeconfig)
+
+    assert code == 0
+    assert any("resourceclaims.resource.k8s.io/v1: not served" in n for n in body["notes"])

@@ -188,7 +188,7 @@ def _live(
             inv = _file_inventory(inventory_file)
         else:
             progress.stage("nodes")
-            inv = cluster_inventory(client, page_size=page_size)
+            inv = cluster_inventory(client, page_size=page_size, notes=notes)
         resources = workload_resources(client, policy_set.custom_kinds, notes)
     except GpuAdmissionError as exc:
         raise InputError(str(exc)) from None

@@ -104,6 +104,8 @@ RESOURCE_CLAIM_TEMPLATES = ResourceRef(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"
 )
 DRA_RESOURCES = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS)
+# Judged by gpu-dra-guardrails (the admin-access label) and read into the DRA supply.
+NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
 
 BUILTIN_WORKLOADS: tuple[ResourceRef, ...] = (
     PODS,

@@ -18,7 +18,11 @@ from webhook.errors import InventoryError
 from webhook.kube.client import (
     BUILTIN_WORKLOADS,
     CUSTOM_WORKLOADS,
+    DRA_RESOURCES,
+    NAMESPACES,
     NODES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
     KubeApiError,
     KubeError,
     ResourceRef,
@@ -26,14 +30,21 @@ from webhook.kube.client import (
     list_objects,
 )
 from webhook.sources.dumps import Sourced, Stage, no_stage
+from webhook.sources.files import dra_supply
+
+# Judged as themselves besides the workloads: DRA claims and templates (gpu-dra-claims,
+# gpu-dra-guardrails) and Namespaces (the admin-access label). A cluster that does not
+# serve resource.k8s.io answers 404: a note.
+SUBJECTS_BESIDE_WORKLOADS = (RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, NAMESPACES)
 
 
 def workload_resources(
     client: k8s.ApiClient, custom: Sequence[KindShape], notes: list[str]
 ) -> list[ResourceRef]:
-    """Built-in workload kinds and the custom kinds the policies configure."""
+    """Built-in workload kinds, DRA claims, Namespaces and the custom kinds the policies
+    configure."""
     known = {(r.group, r.kind): r for r in CUSTOM_WORKLOADS}
-    out = list(BUILTIN_WORKLOADS)
+    out = [*BUILTIN_WORKLOADS, *SUBJECTS_BESIDE_WORKLOADS]
     for rule in custom:
         ref = known.get((rule.group, rule.kind)) or discover(client, rule, notes)
         if ref is not None and ref not in out:
@@ -84,18 +95,47 @@ def from_cluster(
     in `errors` and the audit goes on with the next one."""
     for resource in resources:
         stage(str(resource))
+        # An audit of one namespace judges that Namespace, not every one (a
+        # cluster-scoped list ignores the namespace it is asked for).
+        only = namespace if resource == NAMESPACES else None
         try:
             for obj in list_objects(
                 client, resource=resource, namespace=namespace, page_size=page_size, notes=notes
             ):
-                yield Sourced(obj, "")
+                if only is None or _name(obj) == only:
+                    yield Sourced(obj, "")
         except KubeError as exc:
             errors.append(f"listing {resource}: {exc}")
 
 
-def cluster_inventory(client: k8s.ApiClient, *, page_size: int) -> Inventory:
+def _name(obj: Any) -> object:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
+def cluster_inventory(
+    client: k8s.ApiClient, *, page_size: int, notes: list[str] | None = None
+) -> Inventory:
+    """The cluster's Nodes, and its DRA supply (classes, slices, claims, templates and
+    the Namespaces' admin-access labels) where the API serves resource.k8s.io. The
+    supply's lists are best effort: one that fails is a note (the claims listed as
+    subjects say, as errors, what the audit could not read)."""
     nodes = list(list_objects(client, resource=NODES, namespace=None, page_size=page_size))
     try:
-        return Inventory.from_nodes(nodes)
+        inventory = Inventory.from_nodes(nodes)
     except InventoryError as exc:
         raise InventoryError(f"the cluster's Nodes: {exc}") from None
+    dra: list[dict[str, Any]] = []
+    for resource in (*DRA_RESOURCES, NAMESPACES):
+        try:
+            # 404 (no resource.k8s.io) yields nothing: the subjects' listing notes it.
+            dra.extend(list_objects(client, resource=resource, namespace=None, page_size=page_size))
+        except KubeError as exc:
+            if notes is not None:
+                notes.append(f"DRA supply without {resource}: {exc}")
+    if not any(obj.get("kind") != "Namespace" for obj in dra):
+        return inventory  # no DRA object at all: claims are not judged, as before
+    try:
+        return inventory.with_dra(dra_supply(dra))
+    except InventoryError as exc:
+        raise InventoryError(f"the cluster's DRA objects: {exc}") from None

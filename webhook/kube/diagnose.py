@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterator
 
 from kubernetes import client as k8s
 
-from webhook.kube.client import NODES, PODS, KubeError, ResourceRef, list_objects
+from webhook.kube.client import (
+    DRA_RESOURCES,
+    NODES,
+    PODS,
+    KubeError,
+    ResourceRef,
+    list_objects,
+)
 from webhook.sources.dumps import Sourced, Stage, no_stage
 
 EVENTS = ResourceRef("", "v1", "events", "Event")
@@ -26,12 +33,7 @@ _LISTS: tuple[tuple[ResourceRef, str], ...] = (
     (PODS, "status.phase!=Succeeded,status.phase!=Failed"),
     (EVENTS, "reason=FailedScheduling"),
 )
-DRA_LISTS: tuple[ResourceRef, ...] = (
-    ResourceRef("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", namespaced=False),
-    ResourceRef("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False),
-    ResourceRef("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim"),
-    ResourceRef("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"),
-)
+DRA_LISTS: tuple[ResourceRef, ...] = DRA_RESOURCES
 
 
 def diagnosis_objects(
