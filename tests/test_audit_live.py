@@ -237,4 +237,7 @@ def test_a_cluster_without_dra_is_a_note(api: FakeApiServer, kubeconfig: str) ->
     code, body, _ = audit(kubeconfig)
 
     assert code == 0
-    assert any("resourceclaims.resource.k8s.io/v1: not served" in n for n in body["notes"])
+    assert (
+        "skipped resourceclaims.resource.k8s.io/v1: not served by this cluster "
+        "(resource.k8s.io/v1 is served from Kubernetes 1.34 on, unless the API is off)"
+    ) in body["notes"]

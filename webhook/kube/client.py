@@ -392,10 +392,12 @@ def list_objects(
     except KubeApiError as exc:
         if exc.status != 404 or resource.group in _BUILTIN_GROUPS:
             raise
-        note = (
-            f"skipped {resource}: not served by this cluster "
-            f"(is the {resource.kind} CRD installed?)"
+        why = (
+            "resource.k8s.io/v1 is served from Kubernetes 1.34 on, unless the API is off"
+            if resource.group == "resource.k8s.io"
+            else f"is the {resource.kind} CRD installed?"
         )
+        note = f"skipped {resource}: not served by this cluster ({why})"
         log.info("%s", note)
         if notes is not None:
             notes.append(note)
