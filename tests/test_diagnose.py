@@ -389,6 +389,53 @@ def test_free_devices_on_a_node_the_pod_cannot_use_do_not_help() -> None:
     )
 
 
+def tainted_slice(node_name: str, tolerated: bool = False) -> Obj:
+    """Both A100s of the node tainted as NVIDIA's DRA driver taints a lost GPU."""
+    obj = resource_slice(node_name, A100, A100)
+    for device in obj["spec"]["devices"]:
+        device["taints"] = [{"key": "gpu.nvidia.com/gpu-lost", "effect": "NoSchedule"}]
+    return obj
+
+
+def test_devices_tainted_and_not_tolerated_are_why_the_claim_waits() -> None:
+    found = diagnosed(
+        node("gpu-a"),
+        device_class(),
+        tainted_slice("gpu-a"),
+        template("one-gpu", claim_spec("gpu.nvidia.com")),
+        dra_pod("dra"),
+    )
+    assert (found["dra"].domain, found["dra"].verdict, found["dra"].next_action) == (
+        "dra-unallocatable",
+        'claim "gpu" (ResourceClaimTemplate ml/one-gpu) request "gpu": 2 devices it matches '
+        "carry taints it does not tolerate (gpu.nvidia.com/gpu-a/gpu-0 "
+        "(gpu.nvidia.com/gpu-lost:NoSchedule), gpu.nvidia.com/gpu-a/gpu-1 "
+        "(gpu.nvidia.com/gpu-lost:NoSchedule)), leaving none usable for 1 device, so the "
+        "scheduler never allocates the claim",
+        "repair or replace the tainted devices (the driver lifts a gpu-lost or XID taint once "
+        "the GPU is healthy again), or tolerate in ResourceClaimTemplate ml/one-gpu only a "
+        "taint known to be harmless",
+    )
+    assert "device gpu.nvidia.com/gpu-a/gpu-0: taints = gpu.nvidia.com/gpu-lost:NoSchedule" in [
+        str(f) for f in found["dra"].facts
+    ]
+
+
+def test_a_request_that_tolerates_the_taint_is_not_held_up_by_it() -> None:
+    spec = claim_spec("gpu.nvidia.com")
+    spec["devices"]["requests"][0]["exactly"]["tolerations"] = [
+        {"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    found = diagnosed(
+        node("gpu-a"),
+        device_class(),
+        tainted_slice("gpu-a"),
+        template("one-gpu", spec),
+        dra_pod("dra"),
+    )
+    assert found["dra"].domain == "not-stuck"
+
+
 def test_claim_facts_name_the_request_and_the_holders() -> None:
     found = diagnosed(
         *SUPPLY,

@@ -5,9 +5,10 @@ one screenful per concern. Each yields Violations with the facts named."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from webhook.core.check import Violation
-from webhook.core.dra import ClaimSpec, ExactRequest
+from webhook.core.dra import ClaimSpec, Device, DeviceTaint, ExactRequest
 from webhook.core.drajoint import Ask, best_node, mixed_nodes
 from webhook.core.dramatch import Match
 from webhook.core.drataints import describe, tolerates_every_key, untolerated
@@ -54,35 +55,56 @@ def mixed(ask: Ask, path: Path) -> Iterator[Violation]:
     )
 
 
-def tainted(alt: ExactRequest, m: Match, what: str, path: Path) -> Iterator[Violation]:
+class Blocked(NamedTuple):
+    """Matching devices set aside for taints the request does not tolerate, when too
+    few are left: the devices with their taints, the most left on one node, the need."""
+
+    devices: tuple[tuple[Device, tuple[DeviceTaint, ...]], ...]
+    most: int
+    need: int
+
+    def taints_shown(self, limit: int = 4) -> str:
+        return listing(
+            [f"{d.label} ({', '.join(map(describe, ts))})" for d, ts in self.devices], limit
+        )
+
+    def left(self) -> str:
+        return f"at most {self.most} usable on one node" if self.most else "none usable"
+
+
+def blocked_by_taints(alt: ExactRequest, m: Match) -> Blocked | None:
     """Devices with a NoSchedule/NoExecute taint the request does not tolerate are not
-    allocatable (KEP-5055): too few left, and the claim is never allocated."""
-    blocked = {}
+    allocatable (KEP-5055); None while enough are left on some node."""
+    blocked: dict[str, tuple[Device, tuple[DeviceTaint, ...]]] = {}
     for d in m.tainted:
         taints = untolerated(d, alt.tolerations)
         if taints:
             blocked[d.label] = (d, taints)
     if not blocked:
-        return
+        return None
     usable: dict[str, int] = {}
     for d in m.devices:
         if d.label not in blocked:
             usable[d.node] = usable.get(d.node, 0) + 1
     need = alt.count if alt.mode == "ExactCount" else 1
-    if max(usable.values(), default=0) >= need:
-        return
-    shown_taints = listing(
-        [f"{d.label} ({', '.join(map(describe, ts))})" for d, ts in blocked.values()], 4
-    )
     most = max(usable.values(), default=0)
-    left = f"at most {most} usable on one node" if most else "none usable"
+    return None if most >= need else Blocked(tuple(blocked.values()), most, need)
+
+
+def tainted(alt: ExactRequest, m: Match, what: str, path: Path) -> Iterator[Violation]:
+    """Too few devices left once the untolerated tainted ones are set aside: the claim
+    is never allocated."""
+    b = blocked_by_taints(alt, m)
+    if b is None:
+        return
+    n = len(b.devices)
     yield Violation(
         "device-tainted",
         path,
-        f"{what}: {plural(len(blocked), 'device')} it can match "
-        f"{'is' if len(blocked) == 1 else 'are'} tainted and not tolerated ({shown_taints}), "
-        f"leaving {left} for {plural(need, 'device')}, so the scheduler never allocates it. "
-        f"A NoSchedule or NoExecute device taint marks a device unusable (a lost GPU, an "
+        f"{what}: {plural(n, 'device')} it can match "
+        f"{'is' if n == 1 else 'are'} tainted and not tolerated ({b.taints_shown()}), "
+        f"leaving {b.left()} for {plural(b.need, 'device')}, so the scheduler never allocates "
+        f"it. A NoSchedule or NoExecute device taint marks a device unusable (a lost GPU, an "
         f"XID error); tolerate only a taint known to be harmless.",
     )
 

@@ -7,6 +7,9 @@ in order, the first of
   does not exist"), with the nearest class name;
 - the class's and the request's CEL selectors match no published device (the
   scheduler: "cannot allocate all claims"), with the nearest attribute value;
+- too few matching devices are left once those with a NoSchedule/NoExecute taint the
+  request does not tolerate are set aside (KEP-5055; the same rule as the check's
+  device-tainted, webhook.core.drafindings);
 - every matching device is allocated: a ResourceClaim's `status.allocation` holds it
   (k8s.io/api resource/v1 AllocationResult.Devices.Results: driver, pool, device);
   the claims holding them are named. All devices of one claim come from one node, so
@@ -24,7 +27,9 @@ from webhook.core.diagnosis.case import SHOWN_HOLDERS, Case
 from webhook.core.diagnosis.drafacts import DeviceKey, Holding
 from webhook.core.diagnosis.evidence import Fact, Finding
 from webhook.core.dra import ClaimSpec, Device, ExactRequest
+from webhook.core.drafindings import Blocked, blocked_by_taints
 from webhook.core.dramatch import Match, match, selector_hints
+from webhook.core.drataints import describe
 from webhook.core.grants import PodClaim
 from webhook.core.inventory import Inventory
 from webhook.core.text import closest, listing, plural, shown
@@ -110,7 +115,28 @@ def _alternative(
         )
     if not m.devices:
         return _matches_nothing(inventory, what, facts, spec, alt, m)
+    blocked = blocked_by_taints(alt, m)
+    if blocked is not None:
+        return _tainted(what, facts, spec, blocked)
     return _allocated(case, what, facts, spec, alt, m, usable)
+
+
+def _tainted(what: str, facts: list[Fact], spec: ClaimSpec, blocked: Blocked) -> Finding:
+    """KEP-5055: the scheduler allocates a device with a NoSchedule/NoExecute taint only
+    to a request that tolerates it; the scheduler's message says only "cannot allocate"."""
+    for device, taints in blocked.devices[:8]:
+        facts.append(Fact(f"device {device.label}", "taints", ", ".join(map(describe, taints))))
+    n = len(blocked.devices)
+    return Finding(
+        "dra-unallocatable",
+        f"{what}: {plural(n, 'device')} it matches {'carries' if n == 1 else 'carry'} "
+        f"taints it does not tolerate ({blocked.taints_shown()}), leaving {blocked.left()} "
+        f"for {plural(blocked.need, 'device')}, so the scheduler never allocates the claim",
+        f"repair or replace the tainted devices (the driver lifts a gpu-lost or XID taint "
+        f"once the GPU is healthy again), or tolerate in {_about(spec)} only a taint known "
+        f"to be harmless",
+        tuple(facts),
+    )
 
 
 def _class_missing(
