@@ -436,6 +436,32 @@ def test_a_request_that_tolerates_the_taint_is_not_held_up_by_it() -> None:
     assert found["dra"].domain == "not-stuck"
 
 
+def test_claims_that_fit_alone_but_not_together_on_one_node() -> None:
+    # Two nodes of 2 A100s; each claim asks for 2: each fits a node alone, and all of a
+    # Pod's devices come from the node it lands on, which has 2, not 4.
+    both = dra_pod("dra")
+    both["spec"]["resourceClaims"].append({"name": "more", "resourceClaimTemplateName": "two"})
+    both["spec"]["containers"][0]["resources"]["claims"].append({"name": "more"})
+    found = diagnosed(
+        node("gpu-a"),
+        node("gpu-b"),
+        device_class(),
+        resource_slice("gpu-a", A100, A100),
+        resource_slice("gpu-b", A100, A100),
+        template("one-gpu", claim_spec("gpu.nvidia.com", count=2)),
+        template("two", claim_spec("gpu.nvidia.com", count=2)),
+        both,
+    )
+    assert (found["dra"].domain, found["dra"].verdict, found["dra"].next_action) == (
+        "dra-unallocatable",
+        'the Pod\'s claims ask for 4 devices in all (2 for claim "gpu" request "gpu", 2 for '
+        'claim "more" request "gpu"), and all of them come from the one node the Pod lands '
+        "on; the most one node can give them at once is 2 (gpu-a), so the claims are never "
+        "allocated together",
+        "ask for at most 2 devices across the Pod's claims, or split the work across Pods",
+    )
+
+
 def test_claim_facts_name_the_request_and_the_holders() -> None:
     found = diagnosed(
         *SUPPLY,

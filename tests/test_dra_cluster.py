@@ -14,6 +14,7 @@ driver's Pod."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -435,6 +436,9 @@ def test_a_device_taint_the_claim_does_not_tolerate_is_never_allocated(
     apply(cluster, pod("two-l4", EXCLUDED, {"resourceClaimName": "two-l4"}))
     said = wait("FailedScheduling", lambda: failed_scheduling(cluster, EXCLUDED, "two-l4"))
     assert "cannot allocate all claims" in said and allocation(cluster, EXCLUDED, "two-l4") is None
+    (record,) = json.loads(diagnose(cluster, f"{EXCLUDED}/two-l4").stdout)
+    assert record["domain"] == "dra-unallocatable", record
+    assert "(gpu.nvidia.com/gpu-lost:NoSchedule)), leaving at most 1 usable" in record["verdict"]
     cluster.kubectl("-n", EXCLUDED, "delete", "pod", "two-l4", "--wait=false")
     tolerant = claim("tolerant-l4", NS, count=2, selector=selector)
     tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] = [
@@ -445,6 +449,14 @@ def test_a_device_taint_the_claim_does_not_tolerate_is_never_allocated(
     apply(cluster, pod("tolerant-l4", NS, {"resourceClaimName": "tolerant-l4"}))
     got = wait("the tolerant allocation", lambda: allocation(cluster, NS, "tolerant-l4"))
     assert sorted(r["device"] for r in got["devices"]["results"]) == ["gpu-0", "gpu-1"]
+
+
+def diagnose(cluster: Cluster, *pods: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "webhook", "diagnose", "--kubeconfig", str(cluster.kubeconfig),
+         "-o", "json", *pods],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
 
 
 def product_devices(product: str, n: int) -> list[Obj]:
@@ -478,6 +490,11 @@ def test_a_pods_claims_are_judged_together_on_one_node(cluster: Cluster, webhook
     assert "cannot allocate all claims" in said
     assert allocation(cluster, EXCLUDED, "h200-a") is None
     assert allocation(cluster, EXCLUDED, "h200-b") is None
+    # diagnose, live, says why the scheduler's "cannot allocate all claims" holds.
+    (record,) = json.loads(diagnose(cluster, f"{EXCLUDED}/h200-ab").stdout)
+    assert record["domain"] == "dra-unallocatable", record
+    assert record["verdict"].startswith("the Pod's claims ask for 4 devices in all")
+    assert "the most one node can give them at once is 2" in record["verdict"]
     cluster.kubectl("-n", EXCLUDED, "delete", "pod", "h200-ab", "--wait=false")
     small = pod("h200-cd", NS, {"resourceClaimName": "h200-c"})
     small["spec"]["resourceClaims"].append({"name": "d", "resourceClaimName": "h200-d"})

@@ -14,7 +14,9 @@ in order, the first of
   (k8s.io/api resource/v1 AllocationResult.Devices.Results: driver, pool, device);
   the claims holding them are named. All devices of one claim come from one node, so
   the count is compared per node.
-A request with `firstAvailable` fails only when every alternative fails; the last
+Then, when each claim can be allocated alone: all of them together from one node (the
+check's claims-exceed-node, webhook.core.drajoint). A request with `firstAvailable` fails
+only when every alternative fails; the last
 one's reason is the verdict. The devices a (class, selectors) pair can get come from
 webhook.core.dramatch, the same as the gpu-dra-claims check's.
 """
@@ -26,8 +28,9 @@ from dataclasses import dataclass
 from webhook.core.diagnosis.case import SHOWN_HOLDERS, Case
 from webhook.core.diagnosis.drafacts import DeviceKey, Holding
 from webhook.core.diagnosis.evidence import Fact, Finding
-from webhook.core.dra import ClaimSpec, Device, ExactRequest
+from webhook.core.dra import ClaimSpec, Device, DraSupply, ExactRequest
 from webhook.core.drafindings import Blocked, blocked_by_taints
+from webhook.core.drajoint import Ask, best_node
 from webhook.core.dramatch import Match, match, selector_hints
 from webhook.core.drataints import describe
 from webhook.core.grants import PodClaim
@@ -50,6 +53,7 @@ def judge(case: Case, *, usable: int) -> Finding | None:
         return not_evaluated(case)
     inventory = case.cluster.inventory
     namespace = case.pod.ref.split("/", 1)[0]
+    asks: list[Ask] = []
     for claim in case.pod.access.claims:
         kind = SOURCES.get(claim.source)
         if kind is None:
@@ -69,7 +73,30 @@ def judge(case: Case, *, usable: int) -> Finding | None:
                     break  # this way can be allocated
             if found is not None:
                 return found
-    return None
+            if not request.first_available:  # the scheduler may take another alternative
+                alt = request.alternatives[0]
+                m = match(inventory, facts.supply.classes[alt.device_class], alt.selectors)
+                asks.append(Ask(f'claim "{claim.name}" request "{alt.name}"', alt, m))
+    return _jointly(facts.supply, asks) if len(asks) > 1 else None
+
+
+def _jointly(supply: DraSupply, asks: list[Ask]) -> Finding | None:
+    """Each claim can be allocated alone, and all of them from no one node: the
+    scheduler takes every device of a Pod's claims from the node it picks (the same rule
+    as the check's claims-exceed-node, webhook.core.drajoint)."""
+    found = best_node(supply, asks)
+    if found is None:
+        return None
+    node, got, need = found
+    parts = listing([f"{a.need} for {a.what}" for a in asks], 4)
+    return Finding(
+        "dra-unallocatable",
+        f"the Pod's claims ask for {plural(need, 'device')} in all ({parts}), and all of "
+        f"them come from the one node the Pod lands on; the most one node can give them "
+        f"at once is {got} ({node or 'no node'}), so the claims are never allocated together",
+        f"ask for at most {got} devices across the Pod's claims, or split the work across Pods",
+        tuple(Fact("cluster", f"devices {a.what} can take", str(len(a.usable()))) for a in asks),
+    )
 
 
 def _about(spec: ClaimSpec) -> str:
