@@ -523,3 +523,33 @@ def test_all_on_a_mixed_node_is_warned_and_gets_the_mix(cluster: Cluster, webhoo
     apply(cluster, pod("every-gpu", NS, {"resourceClaimName": "every-gpu"}))
     got = wait("the All allocation", lambda: allocation(cluster, NS, "every-gpu"))
     assert sorted(r["device"] for r in got["devices"]["results"]) == ["gpu-0", "gpu-1"]
+
+
+def test_a_live_audit_judges_the_clusters_claims_and_namespaces(
+    cluster: Cluster, webhook: Webhook, tmp_path: Path
+) -> None:
+    """`audit` against the real apiserver reads the published devices with the Nodes and
+    judges claims and Namespaces as themselves. The claim is in a namespace the webhook
+    skips (so it exists); the audit's own policies are told not to skip it."""
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    for f in (ROOT / "policies").glob("*.yaml"):
+        (policies / f.name).write_text(f.read_text().replace(f" {EXCLUDED},", ""))
+    typo = claim("audit-typo", EXCLUDED, selector=(
+        f"device.attributes['{DRIVER}'].productName == 'NVIDIA A100-SXM4-80G'"))  # fmt: skip
+    apply(cluster, typo)
+    apply(cluster, {
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "audit-admin", "labels": {ADMIN_LABEL: "true"}},
+    })  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "webhook", "audit", "--kubeconfig", str(cluster.kubeconfig),
+         "--policies", str(policies), "-o", "json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    body = json.loads(proc.stdout)
+    found = {(r["kind"], r["namespace"], r["name"], r["rule"]) for r in body["results"]}
+    assert ("ResourceClaim", EXCLUDED, "audit-typo", "selector-matches-nothing") in found
+    assert ("Namespace", "audit-admin", "audit-admin", "admin-access-label") in found
+    assert body["errors"] == []
+    assert not [n for n in body["notes"] if "resource.k8s.io" in n]  # served: no note
