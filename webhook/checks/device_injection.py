@@ -26,6 +26,7 @@ from webhook.core.access import (
     pod_access,
 )
 from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.gpuresources import DEVICE_PLUGIN_GPUS
 from webhook.core.hostpaths import device_vendors
 from webhook.core.inventory import Inventory
 from webhook.core.paths import format_path
@@ -82,15 +83,7 @@ class Params(CheckParams):
         "NVIDIA_IMEX_CHANNELS",
     )
     safe_env_values: tuple[str, ...] = ("none", "void", "")
-    # The same names as memory-fit's and slo-class's: one selection, worked out once.
-    gpu_resources: tuple[str, ...] = (
-        "nvidia.com/gpu",
-        "nvidia.com/gpu.shared",
-        "nvidia.com/mig-*",
-        "amd.com/gpu",
-        "gpu.intel.com/i915",
-        "gpu.intel.com/xe",
-    )
+    gpu_resources: tuple[str, ...] = DEVICE_PLUGIN_GPUS
     cdi_annotation_prefixes: tuple[str, ...] = (
         "cdi.k8s.io/",
         "nvidia.cdi.k8s.io/",

@@ -18,6 +18,7 @@ from typing import Literal
 from webhook.core import mig_catalog
 from webhook.core.access import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
 from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.gpuresources import DEVICE_PLUGIN_GPUS
 from webhook.core.inventory import Inventory, Offer
 from webhook.core.paths import format_path
 from webhook.core.quantity import format_mib, to_mib
@@ -33,14 +34,7 @@ EXAMPLE = "12Gi"
 class Params(CheckParams):
     label: str = "gpu-admission.io/peak-memory"
     require: Literal["all", "any"] = "all"
-    gpu_resources: tuple[str, ...] = (
-        "nvidia.com/gpu",
-        "nvidia.com/gpu.shared",
-        "nvidia.com/mig-*",
-        "amd.com/gpu",
-        "gpu.intel.com/i915",
-        "gpu.intel.com/xe",
-    )
+    gpu_resources: tuple[str, ...] = DEVICE_PLUGIN_GPUS
 
     @cached_property
     def gpus(self) -> GpuResources:

@@ -13,6 +13,7 @@ from functools import cached_property
 from webhook.core import mig_catalog
 from webhook.core.access import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
 from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.gpuresources import DEVICE_PLUGIN_GPUS
 from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
 from webhook.core.paths import format_path
 from webhook.core.scheduling import (
@@ -34,14 +35,7 @@ class Params(CheckParams):
         "latency-sensitive": ("exclusive", "mig"),
         "batch": SHARING_MODES,
     }
-    gpu_resources: tuple[str, ...] = (
-        "nvidia.com/gpu",
-        "nvidia.com/gpu.shared",
-        "nvidia.com/mig-*",
-        "amd.com/gpu",
-        "gpu.intel.com/i915",
-        "gpu.intel.com/xe",
-    )
+    gpu_resources: tuple[str, ...] = DEVICE_PLUGIN_GPUS
 
     @cached_property
     def gpus(self) -> GpuResources:

@@ -15,6 +15,19 @@ from functools import lru_cache
 from webhook.core.text import glob_matcher
 from webhook.core.workloads import PodView, ResourceAmount
 
+# The device-plugin resources that are whole GPUs or MIG slices, by vendor: the default
+# selection of device-injection, memory-fit and slo-class (one selection, so the three
+# share its memo). Names: NVIDIA's device plugin, AMD's ROCm/k8s-device-plugin, Intel's
+# GPU plugin (i915, and xe for the newer kernel driver).
+DEVICE_PLUGIN_GPUS: tuple[str, ...] = (
+    "nvidia.com/gpu",
+    "nvidia.com/gpu.shared",
+    "nvidia.com/mig-*",
+    "amd.com/gpu",
+    "gpu.intel.com/i915",
+    "gpu.intel.com/xe",
+)
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class GpuResources:
