@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.dra import DraSupply
 from webhook.core.engine import Decision, Subject, evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.policy import Match, Policy, PolicySet
@@ -91,6 +92,28 @@ def cluster_nodes() -> list[dict[str, Any]]:
 def cluster() -> Inventory:
     """MIG node, two tainted H100 nodes, a time-sliced node and a CPU node."""
     return Inventory.from_nodes(cluster_nodes())
+
+
+def dra_inventory(*nodes: list[dict[str, Any]], driver: str = "gpu.nvidia.com") -> Inventory:
+    """No Nodes; one DeviceClass named for `driver` (selecting its devices) and a
+    ResourceSlice per entry of `nodes`, on node n0, n1, ... with those devices."""
+    supply = DraSupply().with_object(
+        {
+            "kind": "DeviceClass",
+            "metadata": {"name": driver},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]},
+        }
+    )
+    for i, devices in enumerate(nodes):
+        supply = supply.with_object(
+            {
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"n{i}-gpu"},
+                "spec": {"driver": driver, "nodeName": f"n{i}", "pool": {"name": f"n{i}"},
+                         "devices": devices},
+            }
+        )  # fmt: skip
+    return Inventory.from_nodes([]).with_dra(supply)
 
 
 def container(

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import dra_inventory
 
-from webhook.core.dra import DraSupply
 from webhook.core.engine import evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.subject import subject_of
@@ -28,26 +28,6 @@ def gpu(index: int, kind: tuple[str, str] = A100) -> dict[str, Any]:
         "attributes": {"type": {"string": "gpu"}, "productName": {"string": kind[0]}},
         "capacity": {"memory": {"value": kind[1]}},
     }
-
-
-def inventory(*nodes: list[dict[str, Any]]) -> Inventory:
-    supply = DraSupply().with_object(
-        {
-            "kind": "DeviceClass",
-            "metadata": {"name": DRIVER},
-            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-        }
-    )
-    for i, devices in enumerate(nodes):
-        supply = supply.with_object(
-            {
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"n{i}-gpu"},
-                "spec": {"driver": DRIVER, "nodeName": f"n{i}", "pool": {"name": f"n{i}"},
-                         "devices": devices},
-            }
-        )  # fmt: skip
-    return Inventory.from_nodes([]).with_dra(supply)
 
 
 def request(name: str, count: int = 1, *, mode: str = "", selector: str = "") -> dict:
@@ -98,7 +78,7 @@ def findings(obj: dict[str, Any], inv: Inventory) -> list[tuple[str, str, str]]:
     return [(f.action, f.rule, f.message) for f in decision.findings]
 
 
-TWO_NODES = inventory([gpu(0), gpu(1)], [gpu(0), gpu(1)])
+TWO_NODES = dra_inventory([gpu(0), gpu(1)], [gpu(0), gpu(1)])
 JOINT_TAIL = (
     "each request fits alone, but all of them are allocated from one node and a device "
     "serves one request: the most any node can give at once is 2 (n0), so it is never "
@@ -144,7 +124,7 @@ CASES = [
     ),
     (
         "All on a node with two products",
-        inventory([gpu(0), gpu(1), gpu(2, A10)]),
+        dra_inventory([gpu(0), gpu(1), gpu(2, A10)]),
         template("a", request("all", mode="All")),
         [
             (
@@ -159,7 +139,7 @@ CASES = [
     ),
     (
         "All narrowed to one product",
-        inventory([gpu(0), gpu(1), gpu(2, A10)]),
+        dra_inventory([gpu(0), gpu(1), gpu(2, A10)]),
         template("a", request("all", mode="All", selector=PRODUCT)),
         [],
     ),

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from builders import dra_inventory
 
-from webhook.core.dra import DraSupply
 from webhook.core.engine import evaluate
 from webhook.core.inventory import Inventory
 from webhook.core.subject import subject_of
@@ -32,30 +32,6 @@ def gpu(index: int, *taints: dict[str, str]) -> dict[str, Any]:
     if taints:
         out["taints"] = list(taints)
     return out
-
-
-def inventory(*nodes: list[dict[str, Any]]) -> Inventory:
-    supply = DraSupply().with_object(
-        {
-            "kind": "DeviceClass",
-            "metadata": {"name": DRIVER},
-            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{DRIVER}'"}}]},
-        }
-    )
-    for i, devices in enumerate(nodes):
-        supply = supply.with_object(
-            {
-                "kind": "ResourceSlice",
-                "metadata": {"name": f"n{i}-gpu"},
-                "spec": {
-                    "driver": DRIVER,
-                    "nodeName": f"n{i}",
-                    "pool": {"name": f"n{i}"},
-                    "devices": devices,
-                },
-            }
-        )
-    return Inventory.from_nodes([]).with_dra(supply)
 
 
 def claim(count: int = 1, tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -86,11 +62,11 @@ EVERY = (
 )
 
 CASES = [
-    ("no taint", inventory([gpu(0), gpu(1)]), claim(), []),
-    ("an informational taint (effect None)", inventory([gpu(0, INFO)]), claim(), []),
+    ("no taint", dra_inventory([gpu(0), gpu(1)]), claim(), []),
+    ("an informational taint (effect None)", dra_inventory([gpu(0, INFO)]), claim(), []),
     (
         "the only device is lost",
-        inventory([gpu(0, LOST)]),
+        dra_inventory([gpu(0, LOST)]),
         claim(),
         [
             (
@@ -104,7 +80,7 @@ CASES = [
     ),
     (
         "two on one node, one with an XID: two asked",
-        inventory([gpu(0), gpu(1, XID)]),
+        dra_inventory([gpu(0), gpu(1, XID)]),
         claim(2),
         [
             (
@@ -116,16 +92,16 @@ CASES = [
             )
         ],
     ),
-    ("another node has a clean one", inventory([gpu(0, LOST)], [gpu(0)]), claim(), []),
+    ("another node has a clean one", dra_inventory([gpu(0, LOST)], [gpu(0)]), claim(), []),
     (
         "the request tolerates the taint by key",
-        inventory([gpu(0, LOST)]),
+        dra_inventory([gpu(0, LOST)]),
         claim(tolerations=[{"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists"}]),
         [],
     ),
     (
         "a toleration of another value does not tolerate it",
-        inventory([gpu(0, XID)]),
+        dra_inventory([gpu(0, XID)]),
         claim(tolerations=[{"key": "gpu.nvidia.com/xid", "value": "48"}]),
         [
             (
@@ -139,7 +115,7 @@ CASES = [
     ),
     (
         "Exists with no key swallows every taint: allocatable, but a warning",
-        inventory([gpu(0, LOST)]),
+        dra_inventory([gpu(0, LOST)]),
         claim(tolerations=[{"operator": "Exists"}]),
         [
             (
