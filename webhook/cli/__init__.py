@@ -7,16 +7,18 @@ import sys
 import sysconfig
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from webhook import __version__
+from webhook.cli import process
 from webhook.cli.lazy import LazyGroup
-from webhook.core.policy import PolicySet
 from webhook.core.profiles import PROFILE_NAMES
 from webhook.errors import GpuAdmissionError
-from webhook.sources.policy_files import load_policy_dir
+
+if TYPE_CHECKING:
+    from webhook.core.policy import PolicySet
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +46,9 @@ class InputError(click.ClickException):
 
 
 def load_policies(directory: str, *, cluster_profile: str | None = None) -> PolicySet:
+    # Imported here, not above: pydantic comes with it, after `run` has set it up.
+    from webhook.sources.policy_files import load_policy_dir
+
     try:
         return load_policy_dir(directory, cluster_profile=cluster_profile)  # type: ignore[arg-type]
     except GpuAdmissionError as exc:
@@ -194,5 +199,11 @@ def _report_failure(message: str, *, output: str, source: str) -> None:
         click.echo(render_check_junit_failure(message))
 
 
+def run() -> None:
+    """The `gpu-admission` console script and `python -m webhook`: `main` in a process
+    that starts and exits cheaply (webhook.cli.process)."""
+    process.run(main)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    run()
