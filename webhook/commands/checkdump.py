@@ -11,7 +11,6 @@ layout goes the whole-parse way, as before.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +61,8 @@ def check_dump(
     parts: list[dumpsplit.Part], *, policy_set: PolicySet, inventory: Inventory
 ) -> Run | None:
     """The Run of the whole file; None when some range turned out Unusual."""
+    import multiprocessing  # here: every `check` imports this module, few need a pool
+
     try:
         jobs = list(zip(parts, dumpsplit.line_bases(parts), strict=True))
     except (dumpsplit.Unusual, OSError):

@@ -7,14 +7,14 @@ so findings, errors, counts and exit codes are those of `check_paths` on the sam
 
 Workers are forked (the policy set and the inventory are inherited, never pickled):
 where fork is not available, or for stdin, everything runs in this process.
+multiprocessing is imported only for a pool: a pull request's few files never need it.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.commands.check import (
     Run,
@@ -27,6 +27,9 @@ from webhook.commands.check import (
 from webhook.core.inventory import Inventory
 from webhook.core.policy import PolicySet
 from webhook.sources.files import expand_paths
+
+if TYPE_CHECKING:
+    from multiprocessing.pool import Pool
 
 # Below this many files a pool costs more than it saves (measured with bench/peers.py:
 # forking two workers and collecting their runs is ~30 ms, a file ~0.1-0.3 ms).
@@ -78,7 +81,7 @@ def _in_parts(
     global _shared
     _shared = (policy_set, with_dra_objects(inventory, found))  # references across parts
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
+        with _fork_pool(workers) as pool:
             return merged_in_order(pool.map(_check_chunk, runs, chunksize=1))
     finally:
         _shared = None
@@ -87,12 +90,20 @@ def _in_parts(
 def _dra_in_parts(runs: list[list[str]], workers: int) -> list[Mapping[str, Any]]:
     """The pre-pass for DRA objects (reading every file) on all CPUs too: a pool of its
     own, since the judging pool must inherit the inventory the pre-pass completes."""
-    with multiprocessing.get_context("fork").Pool(workers) as pool:
+    with _fork_pool(workers) as pool:
         return [obj for part in pool.map(dra_objects, runs, chunksize=1) for obj in part]
 
 
 def _can_fork() -> bool:
+    import multiprocessing
+
     return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _fork_pool(workers: int) -> Pool:
+    import multiprocessing
+
+    return multiprocessing.get_context("fork").Pool(workers)
 
 
 def _chunks(files: list[str], count: int) -> list[list[str]]:

@@ -60,8 +60,8 @@ class LabelSelector(_Strict):
 
 
 class Match(_Strict):
-    kinds: list[str] = Field(default_factory=list, description="empty: every workload kind")
-    namespaces: list[str] = Field(default_factory=list, description="globs; empty: all")
+    kinds: list[str] = Field([], description="empty: every workload kind")
+    namespaces: list[str] = Field([], description="globs; empty: all")
     excludedNamespaces: list[str] = []
     labelSelector: LabelSelector | None = None
 
@@ -99,9 +99,9 @@ class ContainerPath(_Strict):
 class PodSpecPath(TemplatePath):
     """A pod spec held inline (nodeSelector, tolerations, containers... at `path`)."""
 
-    containers: list[ContainerPath | str] = Field(default_factory=list)
+    containers: list[ContainerPath | str] = []
     labelsAt: list[str] = Field(
-        default_factory=list, description="mappings holding labels/annotations; $. is the root"
+        [], description="mappings holding labels/annotations; $. is the root"
     )
 
 
@@ -110,17 +110,17 @@ class ContainersPath(TemplatePath):
 
     resources: str = Field("resources", pattern=_DOTTED)
     gpu: str | None = Field(None, pattern=_DOTTED)
-    labelsAt: list[str] = Field(default_factory=list)
+    labelsAt: list[str] = []
 
 
 class CustomKind(_Strict):
     group: str
     kind: str
     templates: list[TemplatePath | str] = Field(
-        default_factory=list, description="PodTemplateSpecs (metadata + spec)"
+        [], description="PodTemplateSpecs (metadata + spec)"
     )
-    podSpecs: list[PodSpecPath] = Field(default_factory=list)
-    containers: list[ContainersPath] = Field(default_factory=list)
+    podSpecs: list[PodSpecPath] = []
+    containers: list[ContainersPath] = []
 
     @model_validator(mode="after")
     def _some_path(self) -> CustomKind:
@@ -157,7 +157,7 @@ class ClusterProfileDocument(_Strict):
     apiVersion: Literal["gpu-admission.io/v1alpha1"]
     kind: Literal["ClusterProfile"]
     metadata: Metadata
-    spec: ClusterProfileSpec = Field(default_factory=ClusterProfileSpec)
+    spec: ClusterProfileSpec = ClusterProfileSpec()
 
 
 @dataclass(frozen=True, slots=True)
