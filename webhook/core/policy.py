@@ -60,8 +60,8 @@ class LabelSelector(_Strict):
 
 
 class Match(_Strict):
-    kinds: list[str] = Field([], description="empty: every workload kind")
-    namespaces: list[str] = Field([], description="globs; empty: all")
+    kinds: list[str] = Field(default=[], description="empty: every workload kind")
+    namespaces: list[str] = Field(default=[], description="globs; empty: all")
     excludedNamespaces: list[str] = []
     labelSelector: LabelSelector | None = None
 
@@ -101,7 +101,7 @@ class PodSpecPath(TemplatePath):
 
     containers: list[ContainerPath | str] = []
     labelsAt: list[str] = Field(
-        [], description="mappings holding labels/annotations; $. is the root"
+        default=[], description="mappings holding labels/annotations; $. is the root"
     )
 
 
@@ -117,7 +117,7 @@ class CustomKind(_Strict):
     group: str
     kind: str
     templates: list[TemplatePath | str] = Field(
-        [], description="PodTemplateSpecs (metadata + spec)"
+        default=[], description="PodTemplateSpecs (metadata + spec)"
     )
     podSpecs: list[PodSpecPath] = []
     containers: list[ContainersPath] = []
