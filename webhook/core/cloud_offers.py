@@ -138,15 +138,16 @@ _EC2_FAMILIES: dict[str, str] = {
     "p5e": "h200-141gb",
     "p5en": "h200-141gb",
 }
-# Azure VM sizes (node.kubernetes.io/instance-type), first match wins.
-_AZURE_SIZES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^Standard_NC\d+as_T4_v3$"), "t4"),
-    (re.compile(r"^Standard_NC\d+ads_A100_v4$"), "a100-80gb"),
-    (re.compile(r"^Standard_ND96amsr_A100_v4$"), "a100-80gb"),
-    (re.compile(r"^Standard_ND96asr_v4$"), "a100-40gb"),
-    (re.compile(r"^Standard_NC\d+ads_H100_v5$"), "h100-nvl"),
-    (re.compile(r"^Standard_ND96isr_H100_v5$"), "h100-80gb"),
-    (re.compile(r"^Standard_NC\d+s_v3$"), "v100-16gb"),
+# Azure VM sizes (node.kubernetes.io/instance-type), first match wins. Patterns, not
+# compiled ones: `re` compiles (and keeps) them when an AKS inventory is first read.
+_AZURE_SIZES: tuple[tuple[str, str], ...] = (
+    (r"^Standard_NC\d+as_T4_v3$", "t4"),
+    (r"^Standard_NC\d+ads_A100_v4$", "a100-80gb"),
+    (r"^Standard_ND96amsr_A100_v4$", "a100-80gb"),
+    (r"^Standard_ND96asr_v4$", "a100-40gb"),
+    (r"^Standard_NC\d+ads_H100_v5$", "h100-nvl"),
+    (r"^Standard_ND96isr_H100_v5$", "h100-80gb"),
+    (r"^Standard_NC\d+s_v3$", "v100-16gb"),
 )
 
 
@@ -187,7 +188,7 @@ def node_facts(
         if family is not None:
             return _catalog(family, f"node.kubernetes.io/instance-type={instance}")
     if "aks" in read and instance is not None:
-        size = next((k for pattern, k in _AZURE_SIZES if pattern.match(instance)), None)
+        size = next((k for pattern, k in _AZURE_SIZES if re.match(pattern, instance)), None)
         if size is not None:
             return _catalog(size, f"node.kubernetes.io/instance-type={instance}")
     return NO_FACTS
