@@ -21,12 +21,15 @@ CHECK = ["check", "-o", "json", "--inventory", str(NODES), str(MANIFESTS)]
 
 # Modules no check of files needs. importlib.metadata is what pydantic's plugin loader
 # imports to scan entry points (with email, zipfile, csv, tempfile); multiprocessing
-# only a pool for thousands of files needs; the rest belong to other commands.
+# only a pool for thousands of files needs, the dump reader only a JSON file (these are
+# YAML); the rest belong to other commands.
 NOT_IMPORTED = (
     "importlib.metadata",
     "email",
     "tempfile",
     "multiprocessing",
+    "webhook.commands.checkdump",
+    "webhook.sources.dumpsplit",
     "webhook.serve",
     "webhook.kube",
     "webhook.core.diagnosis",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.core.dra import CLAIM_KINDS, DRA_KINDS
 from webhook.core.dra import GROUP as DRA_GROUP
@@ -17,6 +17,9 @@ from webhook.core.prefilter import Prefilter, plain_verdict
 from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
+
+if TYPE_CHECKING:
+    from webhook.sources.dumpsplit import Part
 
 
 def check_paths(
@@ -36,8 +39,6 @@ def check_paths(
     group are parsed twice. Stdin is read once and kept for both passes. `expanded`: the
     paths are files already (what expand_paths gave), not to be looked at again. A big
     JSON dump is streamed instead, across `dump_workers` processes (checkdump)."""
-    from webhook.commands.checkdump import check_dump, dump_parts
-
     run = Run()
     prefilter = Prefilter.of(policy_set)
     names = list(paths) if expanded else list(expand_paths(paths))
@@ -46,8 +47,8 @@ def check_paths(
         inventory = with_dra_of_files(inventory, names, stdin=stdin)
     for name in names:
         run.files += 1
-        parts = dump_parts(name, workers=dump_workers)
-        done = check_dump(parts, policy_set=policy_set, inventory=inventory) if parts else None
+        parts = _dump_parts(name, workers=dump_workers)
+        done = _check_dump(parts, policy_set=policy_set, inventory=inventory) if parts else None
         if done is not None:
             run.found.add(name)
             run.results += done.results
@@ -113,14 +114,14 @@ def with_dra_of_files(
 def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Mapping[str, Any]]:
     """The DRA objects of these files, in their order. Only files that name the DRA group
     are parsed; a big JSON dump one item at a time, keeping only the DRA objects."""
-    from webhook.commands.checkdump import dump_objects, dump_parts, file_holds
-
     found: list[Mapping[str, Any]] = []
     needle = DRA_GROUP.encode()
     for name in names:
         try:
-            parts = dump_parts(name, workers=1)  # a big dump: never held whole
+            parts = _dump_parts(name, workers=1)  # a big dump: never held whole
             if parts is not None:
+                from webhook.commands.checkdump import dump_objects, file_holds
+
                 streamed = dump_objects(parts, keep=_is_dra) if file_holds(name, needle) else []
                 if streamed is not None:
                     found += streamed
@@ -135,6 +136,22 @@ def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Map
         except ManifestError:
             continue  # reported by the part that holds the file
     return found
+
+
+def _dump_parts(name: str, *, workers: int) -> list[Part] | None:
+    """checkdump.dump_parts, which YAML and stdin never need: a pull request's manifests
+    do not import the dump reader (its module, byte-range splitter and token scanner)."""
+    if name == "-" or name.endswith((".yaml", ".yml")):
+        return None
+    from webhook.commands.checkdump import dump_parts
+
+    return dump_parts(name, workers=workers)
+
+
+def _check_dump(parts: list[Part], *, policy_set: PolicySet, inventory: Inventory) -> Run | None:
+    from webhook.commands.checkdump import check_dump
+
+    return check_dump(parts, policy_set=policy_set, inventory=inventory)
 
 
 def _is_dra(obj: Mapping[str, Any]) -> bool:
