@@ -6,10 +6,12 @@ set's validation. This runs, alternating, in fresh processes (as CI runs them):
 - `python -m webhook check -o json --inventory NODES DIR` (the shipped policies),
 - gator on the same files (bench/peers.py's template and constraint),
 - `python -c pass` (the interpreter's own start, for scale),
+- with --before TREE, the same check from another tree (`git archive REV webhook
+  policies | tar -x -C TREE`, run with PYTHONPATH=TREE), whose output must be the same,
 
-and prints the best and the median wall seconds of --runs each, the ratio of the bests
-and the load average. The corpus is bench/peers.py's (one Pod a file).
-Usage: .venv/bin/python bench/startup.py [--files 20] [--runs 15] [--dir DIR]
+and prints the best and the median wall and CPU seconds of --runs each, the ratio of
+the bests and the load average. The corpus is bench/peers.py's (one Pod a file).
+Usage: .venv/bin/python bench/startup.py [--files 20] [--runs 15] [--dir DIR] [--before TREE]
 Not a test: prints numbers.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,13 +36,18 @@ from audit_bench import nodes  # noqa: E402
 from peers import PEERS, gator_binary, write_corpus  # noqa: E402
 
 
-def wall(cmd: list[str]) -> float:
+def timed(cmd: list[str], *, tree: Path = ROOT) -> tuple[float, float, bytes]:
+    """Wall and CPU seconds (user + sys) of one run, and its output."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=tree)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in (0, 1) or proc.stderr:
         raise SystemExit(f"{' '.join(cmd[:4])} ... exited {proc.returncode}: {proc.stderr!r}")
-    return seconds
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return seconds, cpu, proc.stdout
 
 
 def main() -> None:
@@ -47,6 +55,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--dir", type=Path, help="where to write the corpus (kept)")
+    parser.add_argument("--before", type=Path, help="a tree with the code to compare")
     args = parser.parse_args()
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench-startup-"))
     corpus, inventory = workdir / f"pods-{args.files}", workdir / "nodes.json"
@@ -58,18 +67,30 @@ def main() -> None:
     check = ["check", "-o", "json", "--inventory", str(inventory), str(corpus)]
     rego = [PEERS / "gatekeeper-template.yaml", PEERS / "gatekeeper-constraint.yaml", corpus]
     commands = {
-        "check": [sys.executable, "-m", "webhook", *check],
-        "gator": [str(gator_binary()), "test", *(a for f in rego for a in ("-f", str(f)))],
-        "python -c pass": [sys.executable, "-c", "pass"],
+        "check": ([sys.executable, "-m", "webhook", *check], ROOT),
+        "gator": ([str(gator_binary()), "test", *(a for f in rego for a in ("-f", str(f)))], ROOT),
+        "python -c pass": ([sys.executable, "-c", "pass"], ROOT),
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    if args.before:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.before)], check=True)
+        commands["check, --before"] = ([sys.executable, "-m", "webhook", *check], args.before)
+    runs: dict[str, list[tuple[float, float, bytes]]] = {name: [] for name in commands}
     for _ in range(args.runs):
-        for name, cmd in commands.items():
-            times[name].append(wall(cmd))
+        for name, (cmd, tree) in commands.items():
+            runs[name].append(timed(cmd, tree=tree))
+    if args.before and runs["check"][-1][2] != runs["check, --before"][-1][2]:
+        raise SystemExit("check and check --before wrote different output")
     print(f"{args.files} files, {os.cpu_count()} CPUs, {args.runs} alternating runs each")
-    for name, found in times.items():
-        print(f"{name:>16}: best {min(found):.3f} s, median {statistics.median(found):.3f} s")
-    print(f"check / gator (bests): {min(times['check']) / min(times['gator']):.2f}")
+    for name, found in runs.items():
+        wall, cpu = [r[0] for r in found], [r[1] for r in found]
+        print(
+            f"{name:>16}: wall best {min(wall):.3f} s, median {statistics.median(wall):.3f} s;"
+            f" CPU best {min(cpu):.3f} s"
+        )
+    best = {name: min(r[0] for r in found) for name, found in runs.items()}
+    print(f"check / gator (bests): {best['check'] / best['gator']:.2f}")
+    if args.before:
+        print(f"check --before / gator (bests): {best['check, --before'] / best['gator']:.2f}")
     print(f"load average: {os.getloadavg()[0]:.1f}")
 
 
