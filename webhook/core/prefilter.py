@@ -106,26 +106,23 @@ class Prefilter:
         volumes = spec.get("volumes")
         if volumes is not None and not _no_host_path(volumes):
             return False
-        # Loops, not all()/any() over generators: this runs on every Pod of an audit.
         for field in CONTAINER_FIELDS:
             containers = spec.get(field)
             if containers is None:
                 continue
             if type(containers) is not list:
                 return False
-            for c in containers:
-                if type(c) is not dict or not self._container(c):
-                    return False
+            if not all(type(c) is dict and self._container(c) for c in containers):
+                return False
         return True
 
     def _annotations(self, annotations: Any) -> bool:
-        if type(annotations) is not dict or not SHARE_ANNOTATIONS.isdisjoint(annotations):
+        if type(annotations) is not dict:
             return False
         heads = self.heads
-        for k in annotations:
-            if type(k) is not str or k.partition("/")[0] in heads:
-                return False
-        return True
+        return SHARE_ANNOTATIONS.isdisjoint(annotations) and all(
+            type(k) is str and k.partition("/")[0] not in heads for k in annotations
+        )
 
     def _container(self, c: dict[str, Any]) -> bool:
         if "envFrom" in c:
@@ -135,7 +132,11 @@ class Prefilter:
             if type(resources) is not dict or "claims" in resources:
                 return False
             for amounts in (resources.get("limits"), resources.get("requests")):
-                if amounts is not None and not _no_extended(amounts):
+                if amounts is None:
+                    continue
+                if type(amounts) is not dict or any(
+                    type(k) is not str or "/" in k for k in amounts
+                ):
                     return False
         security = c.get("securityContext")
         if security is not None and (type(security) is not dict or "privileged" in security):
@@ -159,38 +160,17 @@ class Prefilter:
     def _mounts(self, mounts: Any) -> bool:
         if type(mounts) is not list:
             return False
-        leaves = self.leaves
         for m in mounts:
             if type(m) is not dict:
                 return False
             path = m.get("mountPath")
-            if path is None:
-                continue
-            if type(path) is not str:
+            if path is not None and (type(path) is not str or any(x in path for x in self.leaves)):
                 return False
-            for leaf in leaves:
-                if leaf in path:
-                    return False
         return True
 
 
 def _no_host_path(volumes: Any) -> bool:
-    if type(volumes) is not list:
-        return False
-    for v in volumes:
-        if type(v) is not dict or "hostPath" in v:
-            return False
-    return True
-
-
-def _no_extended(amounts: Any) -> bool:
-    """A limits or requests map without an extended resource (no `/` in a key)."""
-    if type(amounts) is not dict:
-        return False
-    for k in amounts:
-        if type(k) is not str or "/" in k:
-            return False
-    return True
+    return type(volumes) is list and all(type(v) is dict and "hostPath" not in v for v in volumes)
 
 
 def plain_verdict(policy_set: PolicySet, subject: Subject) -> str | None:
