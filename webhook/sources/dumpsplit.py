@@ -5,7 +5,9 @@ jq) writes: `{`, a few header members, `"items": [`, then every item starting on
 that is its indent and `{`, and ending on the first later line that is that indent and
 `}` (pretty JSON cannot put a raw newline in a string, and everything inside an item is
 indented deeper). Such a file is cut at item starts into ranges of about equal size,
-and each range is read as bytes (no decoding: orjson parses bytes) in its own process.
+and each range is read as bytes (no decoding: orjson parses bytes) in its own process;
+within a range, items are cut where one item's closing line is followed by the next
+one's opening line, and each is parsed alone (see `items`).
 
 Anything else about the file (an empty List, another layout, an item that does not
 parse, a trailing comma, a second document after the List) is `Unusual`: the caller
