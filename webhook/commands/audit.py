@@ -28,6 +28,7 @@ from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_lis
 from webhook.errors import GpuAdmissionError
 
 FailOn = Literal["deny", "warn", "never"]
+_MAX_VERDICTS = 4096
 _MAX_OWNER_DEPTH = 8  # Pod -> ReplicaSet -> Deployment is 2; a cycle must not hang us
 
 
@@ -120,6 +121,8 @@ class Auditor:
     inventory: Inventory
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # False: every object goes to the engine (tests compare the two; core.prefilter)
+    prefilter: bool = True
     _objects: int = 0
     _evaluated: int = 0
     _skipped: Counter[str] = field(default_factory=Counter)
@@ -129,13 +132,16 @@ class Auditor:
     _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
     _interned: dict[Finding, Finding] = field(default_factory=dict)
     _prefilter: Prefilter | None = field(default=None, init=False)
+    # plain_verdict by (kind, namespace): it reads nothing else, and a dump has few of
+    # them (at most _MAX_VERDICTS are kept, whatever the dump holds).
+    _verdicts: dict[tuple[str, str], str | None] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
-        self._prefilter = Prefilter.of(self.policy_set)
+        self._prefilter = Prefilter.of(self.policy_set) if self.prefilter else None
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
-        if not isinstance(obj, Mapping):  # a List item that is a number or a string
+        if type(obj) is not dict and not isinstance(obj, Mapping):  # a number, a string
             self._skipped["not an object"] += 1
             return
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
@@ -166,7 +172,7 @@ class Auditor:
 
     def _evaluate(self, subject: Subject, location: str) -> tuple[Finding, ...] | None:
         if self._prefilter is not None and self._prefilter.plain(subject.obj):
-            skipped = plain_verdict(self.policy_set, subject)  # no GPU channel: see prefilter
+            skipped = self._plain_verdict(subject)  # no GPU channel: see core.prefilter
             if skipped is not None:
                 self._skipped[skipped] += 1
                 return None
@@ -194,6 +200,15 @@ class Auditor:
         if not decision.findings:
             return ()
         return tuple(self._interned.setdefault(f, f) for f in decision.findings)
+
+    def _plain_verdict(self, subject: Subject) -> str | None:
+        key = (subject.kind, subject.namespace)
+        if key in self._verdicts:
+            return self._verdicts[key]
+        found = plain_verdict(self.policy_set, subject)
+        if len(self._verdicts) < _MAX_VERDICTS:
+            self._verdicts[key] = found
+        return found
 
     def state(self) -> AuditState:
         """What this auditor gathered, without its policies and inventory: what a worker

@@ -5,7 +5,9 @@ jq) writes: `{`, a few header members, `"items": [`, then every item starting on
 that is its indent and `{`, and ending on the first later line that is that indent and
 `}` (pretty JSON cannot put a raw newline in a string, and everything inside an item is
 indented deeper). Such a file is cut at item starts into ranges of about equal size,
-and each range is read as bytes (no decoding: orjson parses bytes) in its own process.
+and each range is read as bytes (no decoding: orjson parses bytes) in its own process;
+within a range, items are cut where one item's closing line is followed by the next
+one's opening line, and each is parsed alone (see `items`).
 
 Anything else about the file (an empty List, another layout, an item that does not
 parse, a trailing comma, a second document after the List) is `Unusual`: the caller
@@ -24,10 +26,14 @@ from typing import Any
 
 import orjson
 
-from webhook.sources.bounds import TooDeep, loads_json
+from webhook.sources.bounds import MAX_DEPTH, TooDeep, loads_json
 
-CHUNK = 4 << 20  # bytes read at a time by a range reader
+CHUNK = 4 << 20  # bytes read at a time to find a cut or count lines
+BATCH = 1 << 20  # bytes of items read at a time: the run and its texts stay in cache
 _EDGE = 1 << 16  # bytes read at each end of the file to find the items array
+# Every byte but newlines and openers: what `translate` deletes to count both in one pass
+# (one C loop over an item instead of a count and the bracket count of loads_json).
+_NOT_COUNTED = bytes(b for b in range(256) if b not in b"\n[{")
 _HEAD = re.compile(
     rb'\A(?:\xef\xbb\xbf)?\{\n(?P<members>(?: +"[A-Za-z]+": "[^"\\\n]*",\n){0,8})'
     rb'(?P<array> +)"items": \[\n(?P<item> +)\{\n'
@@ -128,45 +134,76 @@ def items(part: Part, *, lines: list[int]) -> Iterator[tuple[int, Any, bytes]]:
     """(newlines between the range's start and the item, the parsed item, its text) for
     each item of the range; Unusual as soon as the range is not a run of pretty items. At
     the end, `lines` holds the range's newline count (where the next range's lines
-    start)."""
-    opener = part.indent + b"{\n"
-    closing = re.compile(re.escape(b"\n" + part.indent + b"}"))
+    start).
+
+    An item is cut at the next separator (`<indent>},` then a line `<indent>{`) and
+    parsed alone: if it parses, it is one whole value, the one a reader of the whole
+    List finds there (jsonstream), wherever a line inside it looks like its end."""
+    line = 0
+    for texts in _runs(part, part.indent + b"{\n"):
+        for text in texts:
+            # Newlines and openers in one pass: the line, and loads_json's depth bound.
+            counted = text.translate(None, _NOT_COUNTED)
+            newlines = counted.count(b"\n")
+            yield line, _parsed(text, brackets=len(counted) - newlines), text
+            line += newlines + 1  # and the newline after its comma
+    if part.final:
+        line -= 1  # the last item of the List has no comma after it
+    lines.append(line)
+
+
+def _runs(part: Part, opener: bytes) -> Iterator[list[bytes]]:
+    """The range's item texts, a run at a time (about BATCH bytes), each item ending at
+    the `<indent>}` line followed by `,` and a line `<indent>{`."""
+    closing = b"\n" + part.indent + b"}"
+    sep = closing + b",\n" + opener
     with open(part.path, "rb") as f:
         f.seek(part.start)
         left = part.end - part.start
-        buf, pos, line = b"", 0, 0
+        buf, searched = b"", 0
         while True:
-            while len(buf) - pos < len(opener) and left:
-                buf, pos, left = _refill(f, buf, pos, left)
-            if not buf.startswith(opener, pos):
+            # A run that holds no whole item yet reads as much again: linear in its size.
+            data = f.read(min(max(BATCH, len(buf)), left))
+            if not data:
+                raise Unusual("the file changed while it was read")
+            left -= len(data)
+            buf = buf + data if buf else data
+            if not buf.startswith(opener):
                 raise Unusual("not an item line")
-            found = closing.search(buf, pos)
-            while found is None:
-                if not left:
-                    raise Unusual("an item without its closing line")
-                searched = len(buf) - pos
-                buf, pos, left = _refill(f, buf, pos, left)
-                found = closing.search(buf, max(pos, pos + searched - len(part.indent) - 2))
-            stop = found.end()
-            text = buf[pos:stop]
-            yield line, _parsed(text), text
-            line += buf.count(b"\n", pos, stop)
-            pos = stop
-            while len(buf) - pos < 2 and left:
-                buf, pos, left = _refill(f, buf, pos, left)
-            if pos == len(buf) and not left:
-                if not part.final:
-                    raise Unusual("a range that does not end before an item")
-                lines.append(line)
-                return  # the last range ends with its last item
-            if buf[pos : pos + 2] != b",\n":
-                raise Unusual("no comma between items")
-            pos, line = pos + 2, line + 1
-            if pos == len(buf) and not left:
-                if part.final:
-                    raise Unusual("a comma after the last item")
-                lines.append(line)
+            texts, start = _cut(buf, sep, max(searched, len(opener) - 1), len(closing))
+            if not left:
+                texts.append(_last(buf[start:], closing, final=part.final))
+                yield texts
                 return
+            buf = buf[start:]
+            searched = max(0, len(buf) - len(sep) + 1)
+            if texts:
+                yield texts
+
+
+def _cut(buf: bytes, sep: bytes, at: int, closed: int) -> tuple[list[bytes], int]:
+    """The items that end before a separator found from `at`; where the next begins."""
+    texts: list[bytes] = []
+    start = 0
+    find = buf.find
+    at = find(sep, at)
+    while at != -1:
+        texts.append(buf[start : at + closed])
+        start = at + closed + 2  # past the `,` and its newline: the next item's line
+        at = find(sep, at + len(sep) - 1)  # an empty item: `{` then `}` on the next line
+    return texts, start
+
+
+def _last(text: bytes, closing: bytes, *, final: bool) -> bytes:
+    """The range's last item: the List's last (then nothing after it) or followed by
+    `,` and the newline before the next range's first item."""
+    if not final:
+        if not text.endswith(b",\n"):
+            raise Unusual("a range that does not end before an item")
+        text = text[:-2]
+    if not text.endswith(closing):
+        raise Unusual("an item without its closing line")
+    return text
 
 
 def line_bases(parts: list[Part]) -> list[int]:
@@ -184,15 +221,10 @@ def line_bases(parts: list[Part]) -> list[int]:
     return bases
 
 
-def _refill(f: Any, buf: bytes, pos: int, left: int) -> tuple[bytes, int, int]:
-    data = f.read(min(CHUNK, left))
-    if not data:
-        raise Unusual("the file changed while it was read")
-    return buf[pos:] + data, 0, left - len(data)
-
-
-def _parsed(data: bytes) -> Any:
+def _parsed(data: bytes, *, brackets: int) -> Any:
+    """loads_json(data), whose own bracket count is `brackets` (counted with the lines):
+    a value with no more openers than MAX_DEPTH cannot nest deeper."""
     try:
-        return loads_json(data)
+        return orjson.loads(data) if brackets <= MAX_DEPTH else loads_json(data)
     except (orjson.JSONDecodeError, TooDeep):
         raise Unusual("an item that does not parse") from None
