@@ -23,6 +23,14 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
 - uvicorn writes each response in two calls (head, body): over TLS, two records and two
   send(2) calls. Here what one loop turn writes goes out in one (``OneWrite``; what it
   is worth under load: docs/performance.md).
+- uvicorn runs every request as an asyncio task: the task, its ASGI receive and two
+  sends cost ~20 us a request, as much as the whole bare endpoint's app. Here a POST
+  /validate with a small body (Content-Length up to ``INLINE_BODY``, no Expect) that
+  came whole in one read is answered in the parser's callback, with the bytes uvicorn
+  would have sent, when the app's ``inline`` takes it (``InFlight.inline``: not over
+  capacity, judged on the loop). Any other request goes the ASGI way, and so does one
+  whose body is still to come (it is in flight meanwhile: --max-in-flight counts it,
+  the grace period's end answers it 503).
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ import orjson
 import uvicorn
 import uvloop
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from webhook.serve.server import INLINE_BODY
 
 log = logging.getLogger("gpu_admission.connections")
 
@@ -116,6 +126,12 @@ class WebhookProtocol(HttpToolsProtocol):
         self._message_ended = False  # a request ended in the chunk being parsed
         self._head_received = 0  # bytes of whole chunks received inside the current head
         self._head_spilled = False  # the head began in a chunk after another request's end
+        # The app's synchronous answer to a small POST /validate (``_answer_inline``).
+        self._inline: Callable[[bytes], tuple[int, bytes] | None] | None = getattr(
+            self.app, "inline", None
+        )
+        self._may_defer = False  # in on_headers_complete: the task may wait for the body
+        self._deferred: Any = None  # the cycle whose task waits for its body: answered inline
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -141,6 +157,10 @@ class WebhookProtocol(HttpToolsProtocol):
             return
         except httptools.HttpParserUpgrade:
             self._unsupported_upgrade_warning()  # no WebSockets: served as plain HTTP
+        finally:
+            if self._deferred is not None:  # its body is not all here: the app waits for it
+                cycle, self._deferred = self._deferred, None
+                super()._start_asgi_task(cycle, self.app)
         if self.phase is not Phase.HEAD:
             return
         # httptools keeps a header it has not seen the end of to itself: bound it by the
@@ -172,7 +192,11 @@ class WebhookProtocol(HttpToolsProtocol):
         # and cancelled); nearly always the body came with the head and it ends at once.
         self.phase = Phase.BODY
         self.deadline = self.loop.time() + self.shared.limits.body_timeout
-        super().on_headers_complete()
+        self._may_defer = self._inline is not None
+        try:
+            super().on_headers_complete()
+        finally:
+            self._may_defer = False
         if self.shared.draining:
             self.cycle.keep_alive = False  # the response says Connection: close
 
@@ -181,6 +205,46 @@ class WebhookProtocol(HttpToolsProtocol):
         if self.phase is Phase.BODY:
             self.phase, self.deadline = Phase.BUSY, float("inf")
         super().on_message_complete()
+        cycle, self._deferred = self._deferred, None
+        if cycle is not None and cycle is self.cycle and not cycle.response_complete:
+            self._answer_inline(cycle)
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        # From on_headers_complete, a small POST /validate starts no task: its body is
+        # answered when it is whole (on_message_complete).
+        if self._may_defer and app is self.app and _inline_request(cycle):
+            self._deferred = cycle
+            return
+        super()._start_asgi_task(cycle, app)
+
+    def _answer_inline(self, cycle: Any) -> None:
+        """Answer the request of ``cycle`` here, as uvicorn writes what the app sends (the
+        default headers, then content-length and content-type); else start its task."""
+        assert self._inline is not None
+        try:
+            result = self._inline(bytes(cycle.body))
+        except Exception:  # as uvicorn answers an app that raised before its response
+            self.logger.exception("Exception in ASGI application")
+            cycle.keep_alive = False
+            self._write_inline(cycle, 500, _PLAIN_500, b"Internal Server Error")
+            return
+        if result is None:  # the app takes it: its receive() gets the body at once
+            super()._start_asgi_task(cycle, self.app)
+            return
+        status, body = result
+        self._write_inline(cycle, status, b"content-length: %d\r\n%s" % (len(body), _JSON), body)
+
+    def _write_inline(self, cycle: Any, status: int, headers: bytes, body: bytes) -> None:
+        head = [STATUS_LINE[status]]
+        head += [n + b": " + v + b"\r\n" for n, v in self.server_state.default_headers]
+        head.append(headers)
+        head.append(b"\r\n" if cycle.keep_alive else b"connection: close\r\n\r\n")
+        cycle.body = bytearray()
+        cycle.response_started = cycle.response_complete = True
+        self.transport.write(b"".join(head) + body)
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
 
     def on_response_complete(self) -> None:
         # uvicorn's, with a keep-alive deadline instead of its timer.
@@ -234,6 +298,29 @@ class WebhookProtocol(HttpToolsProtocol):
             head.append(b"connection: close\r\n\r\n")
             self.transport.write(b"".join(head) + body)
         self.transport.close()
+
+
+_JSON = b"content-type: application/json\r\n"
+_PLAIN_500 = b"content-type: text/plain; charset=utf-8\r\ncontent-length: 21\r\n"
+
+
+def _inline_request(cycle: Any) -> bool:
+    """A POST /validate whose body is declared (Content-Length) small, without Expect:
+    100-continue or a Transfer-Encoding, answered without an ASGI task."""
+    scope = cycle.scope
+    if scope["method"] != "POST" or scope["path"] != "/validate":
+        return False
+    if cycle.waiting_for_100_continue:
+        return False
+    size = None
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if size is not None or not value.isdigit():
+                return False
+            size = int(value)
+        elif name == b"transfer-encoding":
+            return False
+    return size is not None and size <= INLINE_BODY
 
 
 class OneWrite:
