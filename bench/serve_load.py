@@ -18,6 +18,7 @@ numbers.
 
     python bench/serve_load.py [--rounds 3] [--duration 5] [--warmup 3] [--connections 16]
                                [--threads 1] [--mode both|cached|uncached] [--bodies 20000]
+                               [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -281,6 +282,12 @@ def main() -> None:
     parser.add_argument(
         "--serve-args", default="", help="extra arguments for serve, e.g. '--eval-cache-size 0'"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run serve from this tree's webhook package (e.g. `git archive` of an "
+        "earlier commit), taking turns with the others: a before/after in one run",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk not found (apt-get install -y wrk)")
@@ -320,6 +327,13 @@ def main() -> None:
              "--cert", str(tls / "tls.crt"), "--key", str(tls / "tls.key")],
         ),
     }  # fmt: skip
+    envs: dict[str, dict[str, str]] = {}
+    if args.baseline is not None:
+        base_port = free_port()
+        base_cmd = [*targets["serve"][1]]
+        base_cmd[base_cmd.index(str(serve_port))] = str(base_port)
+        targets["baseline"] = (base_port, base_cmd)
+        envs["baseline"] = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
     results: dict[tuple[str, str], list[Any]] = {}
     hits: dict[str, tuple[float, float]] = {}
     try:
@@ -327,7 +341,8 @@ def main() -> None:
             # Files, not pipes: the decision log would fill an unread pipe and stall serve.
             procs[name] = subprocess.Popen(
                 cmd,
-                cwd=ROOT,
+                cwd=args.baseline if name == "baseline" else ROOT,  # `-m` imports from cwd
+                env=envs.get(name),
                 stdout=(work / f"{i}.out").open("wb"),
                 stderr=(work / f"{i}.err").open("wb"),
             )
@@ -399,7 +414,10 @@ def report(
     print("|---|---|---:|---:|---:|---:|---:|")
     table = {key: combined(rounds) for key, rounds in results.items()}
     for (name, mode), r in table.items():
-        label = "gpu-admission serve --workers 1" if name == "serve" else "bare starlette"
+        label = {
+            "serve": "gpu-admission serve --workers 1",
+            "baseline": f"serve --workers 1 from {args.baseline}",
+        }.get(name, "bare starlette")
         pods = "one Pod" if mode == "cached" else f"{args.bodies} different"
         hit = ""
         if name == "serve":
@@ -413,6 +431,9 @@ def report(
     for mode in modes:
         serve, bare = table["serve", mode], table["bare", mode]
         print(f"{mode}: serve / bare requests/s **{serve['rps'] / bare['rps']:.2f}x**")
+        if ("baseline", mode) in table:
+            base = table["baseline", mode]["rps"] / bare["rps"]
+            print(f"{mode}: baseline / bare requests/s {base:.2f}x")
     if "uncached" in modes:
         serve, bare = table["serve", "uncached"], table["bare", "uncached"]
         ok = serve["rps"] >= 0.6 * bare["rps"] and serve["p99_us"] < 10_000
