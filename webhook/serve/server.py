@@ -156,11 +156,14 @@ def create_app(
         on the loop (over INLINE_BODY, or a claim whose device matches are not cached)."""
         if len(body) > INLINE_BODY:
             return None
-        if b"ResourceClaim" in body and not _claim_cached(body, state):
+        req = _parsed(body)
+        if not isinstance(req, AdmissionRequest):  # a 400
+            return req
+        if _claim_uncached(req, state):
             # A claim whose selectors no one asked for yet: its first evaluation walks
             # every published device (most of a second at 10,000), so not on the loop.
             return None
-        return answer(body, started, state.cache.evaluate, metrics.LOOP)
+        return judged(req, started, state.cache.evaluate, metrics.LOOP)
 
     def inline(body: bytes) -> Answer | None:
         """For the connection layer, which answers a small body without an ASGI task
@@ -193,12 +196,14 @@ def create_app(
             return answer(body, started, evaluate, metrics.LARGE)
 
     def answer(body: bytes, started: float, evaluator: Evaluator, tally: metrics.Tally) -> Answer:
-        try:
-            req = parse_review(parse_json(body))
-        except (ValueError, RecursionError) as exc:
-            return _error(400, f"body is not valid JSON: {exc}")
-        except ReviewError as exc:
-            return _error(400, f"not a valid AdmissionReview: {exc}")
+        req = _parsed(body)
+        if not isinstance(req, AdmissionRequest):  # a 400
+            return req
+        return judged(req, started, evaluator, tally)
+
+    def judged(
+        req: AdmissionRequest, started: float, evaluator: Evaluator, tally: metrics.Tally
+    ) -> Answer:
         kind = metrics.kind_label(req.kind, state.policy_set)
         try:
             payload, decision = _decide(req, state, evaluator)
@@ -320,16 +325,23 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _claim_cached(body: bytes, state: State) -> bool:
-    """False for a ResourceClaim(Template) review whose device matches are not worked
-    out yet; True for anything else (a body that does not parse: `answer` says why)."""
+def _parsed(body: bytes) -> AdmissionRequest | Answer:
+    """The request of an AdmissionReview body, or the 400 that says why there is none."""
     try:
-        obj = parse_review(parse_json(body)).obj
-    except (ValueError, RecursionError, ReviewError):
-        return True
+        return parse_review(parse_json(body))
+    except (ValueError, RecursionError) as exc:
+        return _error(400, f"body is not valid JSON: {exc}")
+    except ReviewError as exc:
+        return _error(400, f"not a valid AdmissionReview: {exc}")
+
+
+def _claim_uncached(req: AdmissionRequest, state: State) -> bool:
+    """Whether the request is of a ResourceClaim(Template) whose device matches are not
+    worked out yet."""
+    obj = req.obj
     if obj is None or obj.get("kind") not in CLAIM_KINDS:
-        return True
-    return claim_cached(state.inventory.dra, parse_claim(obj))
+        return False
+    return not claim_cached(state.inventory.dra, parse_claim(obj))
 
 
 def _decide(req: AdmissionRequest, state: State, evaluator: Evaluator) -> tuple[bytes, Decision]:
