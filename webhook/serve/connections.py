@@ -363,6 +363,9 @@ class OneWrite:
         self.flush()
         self._transport.close()
 
+    def is_closing(self) -> bool:  # on every response: not through __getattr__ (0.6 us)
+        return self._transport.is_closing()
+
     def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, abort, ...
         return getattr(self._transport, name)
 
