@@ -241,7 +241,10 @@ class WebhookProtocol(HttpToolsProtocol):
         head.append(b"\r\n" if cycle.keep_alive else b"connection: close\r\n\r\n")
         cycle.body = bytearray()
         cycle.response_started = cycle.response_complete = True
-        cast(OneWrite, self.transport).write_whole(b"".join(head) + body)
+        # Held to the end of the loop's turn like every write (OneWrite): sent at once,
+        # each answer woke the client for one response; a turn's answers together
+        # cost wrk ~10 us a response less, and the server no more.
+        self.transport.write(b"".join(head) + body)
         if not cycle.keep_alive:
             self.transport.close()
         self.on_response_complete()
@@ -343,14 +346,6 @@ class OneWrite:
         if not self._held:
             self._loop.call_soon(self.flush)
         self._held.append(bytes(data))
-
-    def write_whole(self, data: bytes) -> None:
-        """A whole response, written in one call: sent at once when nothing is held (no
-        callback for the turn), else after what is."""
-        if self._held:
-            self._held.append(data)
-        elif not self._transport.is_closing():
-            self._transport.write(data)
 
     def flush(self) -> None:
         if self._held:
