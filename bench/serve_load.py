@@ -13,8 +13,9 @@ MIG request and the memory/SLO labels, which the shipped policies ALLOW. Two mod
 `wrk` drives each endpoint in each mode with 16 connections: a short warmup, then
 measured rounds in which the two endpoints take turns (on a shared machine, whatever
 else runs then slows both alike). Prints a markdown table: requests/s, p50/p99 latency,
-errors, and the ratio of serve to the bare endpoint per mode. Not a test: it prints
-numbers.
+errors, each endpoint's CPU time a request (user + system, from /proc: steadier than
+requests/s on a shared machine), and the ratio of serve to the bare endpoint per mode.
+--baseline DIR adds serve run from an earlier tree. Not a test: it prints numbers.
 
     python bench/serve_load.py [--rounds 3] [--duration 5] [--warmup 3] [--connections 16]
                                [--threads 1] [--mode both|cached|uncached] [--bodies 20000]
@@ -238,6 +239,12 @@ def check_allowed(url: str, body: bytes) -> None:
         raise SystemExit(f"{url}: the payload is not allowed: {response}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """The user and system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cache_hits(url: str) -> tuple[float, float]:
     """serve's evaluation cache counters (hit, miss) from its /metrics."""
     text = httpx.get(url + "/metrics", verify=False, timeout=5).text
@@ -366,9 +373,10 @@ def main() -> None:
             for r in range(args.rounds):
                 for name, url in urls.items():
                     print(f"# {name} {mode}: round {r + 1}, {args.duration}s", file=sys.stderr)
-                    results.setdefault((name, mode), []).append(
-                        wrk(url, env, lua, args.duration, args)
-                    )
+                    before_cpu = cpu_seconds(procs[name].pid)
+                    result = wrk(url, env, lua, args.duration, args)
+                    result["cpu_s"] = cpu_seconds(procs[name].pid) - before_cpu
+                    results.setdefault((name, mode), []).append(result)
             after = cache_hits(urls["serve"])
             hits[mode] = (after[0] - before[0], after[1] - before[1])
     finally:
@@ -393,6 +401,8 @@ def combined(rounds: list[Any]) -> dict[str, float]:
         "p50_us": statistics.median(r["p50_us"] for r in rounds),
         "p99_us": statistics.median(r["p99_us"] for r in rounds),
         "errors": sum(r["errors"] for r in rounds),
+        # The endpoint's CPU a request: what it costs whatever else the machine runs.
+        "cpu_us": sum(r["cpu_s"] for r in rounds) / max(requests, 1) * 1e6,
     }
 
 
@@ -410,8 +420,10 @@ def report(
         f"allowed); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, Python "
         f"{platform.python_version()}\n"
     )
-    print("| endpoint | Pods | requests/s | p50 (ms) | p99 (ms) | errors | cache hits |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "| endpoint | Pods | requests/s | p50 (ms) | p99 (ms) | errors | cache hits | CPU us/req |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     table = {key: combined(rounds) for key, rounds in results.items()}
     for (name, mode), r in table.items():
         label = {
@@ -425,7 +437,7 @@ def report(
             hit = f"{h / max(h + m, 1):.0%}"
         print(
             f"| {label} | {pods} | {r['rps']:.0f} | {r['p50_us'] / 1000:.2f} "
-            f"| {r['p99_us'] / 1000:.2f} | {r['errors']} | {hit} |"
+            f"| {r['p99_us'] / 1000:.2f} | {r['errors']} | {hit} | {r['cpu_us']:.0f} |"
         )
     print()
     for mode in modes:
