@@ -36,6 +36,7 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import enum
 import itertools
@@ -396,24 +397,23 @@ class MemoryReturn:
     uvloop gives each TLS connection a 256 KiB read buffer from malloc. glibc raises its
     mmap threshold whenever such a block is freed, so later buffers come from the heap,
     which fragments; and freed heap is not returned by itself: 2,000 connections left
-    ~90 MB behind after they closed. A fixed threshold keeps those buffers in mappings
-    of their own (unmapped on free), and ``malloc_trim`` once a burst of new connections
-    is over returns the rest. Without glibc both are skipped.
+    ~90 MB behind after they closed. ``malloc_trim`` once a burst of new connections is
+    over returns it (the free pages anywhere in the heap, not only at its top). The mmap
+    threshold is left to glibc: fixed at 128 KiB it kept those buffers in mappings of
+    their own, but also every request's 256 KiB TLS read (uvloop reads a record into a
+    new bytes of that size), which then cost an mmap, an mremap, a munmap and a page
+    fault a request: ~25 us, a sixth of serve's CPU a request under load. Without glibc
+    nothing is trimmed.
     """
 
-    M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
     BURST = 100  # new connections within one check: the apiserver keeps its connections
 
     def __init__(self) -> None:
         self._trim: Callable[[int], int] | None = None
         self._seen = 0
         self._burst = False
-        try:
-            libc = ctypes.CDLL(None)
-            libc.mallopt(self.M_MMAP_THRESHOLD, 128 * 1024)
-            self._trim = libc.malloc_trim
-        except (OSError, AttributeError):
-            pass
+        with contextlib.suppress(OSError, AttributeError):  # not glibc
+            self._trim = ctypes.CDLL(None).malloc_trim
 
     def check(self, accepted: int) -> None:
         """Every few seconds: ``accepted`` is the count of connections accepted so far."""
