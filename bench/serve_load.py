@@ -13,11 +13,13 @@ MIG request and the memory/SLO labels, which the shipped policies ALLOW. Two mod
 `wrk` drives each endpoint in each mode with 16 connections: a short warmup, then
 measured rounds in which the two endpoints take turns (on a shared machine, whatever
 else runs then slows both alike). Prints a markdown table: requests/s, p50/p99 latency,
-errors, and the ratio of serve to the bare endpoint per mode. Not a test: it prints
-numbers.
+errors, each endpoint's CPU time a request (user + system, from /proc: steadier than
+requests/s on a shared machine), and the ratio of serve to the bare endpoint per mode.
+--baseline DIR adds serve run from an earlier tree. Not a test: it prints numbers.
 
     python bench/serve_load.py [--rounds 3] [--duration 5] [--warmup 3] [--connections 16]
                                [--threads 1] [--mode both|cached|uncached] [--bodies 20000]
+                               [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -237,6 +239,12 @@ def check_allowed(url: str, body: bytes) -> None:
         raise SystemExit(f"{url}: the payload is not allowed: {response}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """The user and system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cache_hits(url: str) -> tuple[float, float]:
     """serve's evaluation cache counters (hit, miss) from its /metrics."""
     text = httpx.get(url + "/metrics", verify=False, timeout=5).text
@@ -281,6 +289,12 @@ def main() -> None:
     parser.add_argument(
         "--serve-args", default="", help="extra arguments for serve, e.g. '--eval-cache-size 0'"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also run serve from this tree's webhook package (e.g. `git archive` of an "
+        "earlier commit), taking turns with the others: a before/after in one run",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk not found (apt-get install -y wrk)")
@@ -320,6 +334,13 @@ def main() -> None:
              "--cert", str(tls / "tls.crt"), "--key", str(tls / "tls.key")],
         ),
     }  # fmt: skip
+    envs: dict[str, dict[str, str]] = {}
+    if args.baseline is not None:
+        base_port = free_port()
+        base_cmd = [*targets["serve"][1]]
+        base_cmd[base_cmd.index(str(serve_port))] = str(base_port)
+        targets["baseline"] = (base_port, base_cmd)
+        envs["baseline"] = {**os.environ, "PYTHONPATH": str(args.baseline.resolve())}
     results: dict[tuple[str, str], list[Any]] = {}
     hits: dict[str, tuple[float, float]] = {}
     try:
@@ -327,7 +348,8 @@ def main() -> None:
             # Files, not pipes: the decision log would fill an unread pipe and stall serve.
             procs[name] = subprocess.Popen(
                 cmd,
-                cwd=ROOT,
+                cwd=args.baseline if name == "baseline" else ROOT,  # `-m` imports from cwd
+                env=envs.get(name),
                 stdout=(work / f"{i}.out").open("wb"),
                 stderr=(work / f"{i}.err").open("wb"),
             )
@@ -351,9 +373,10 @@ def main() -> None:
             for r in range(args.rounds):
                 for name, url in urls.items():
                     print(f"# {name} {mode}: round {r + 1}, {args.duration}s", file=sys.stderr)
-                    results.setdefault((name, mode), []).append(
-                        wrk(url, env, lua, args.duration, args)
-                    )
+                    before_cpu = cpu_seconds(procs[name].pid)
+                    result = wrk(url, env, lua, args.duration, args)
+                    result["cpu_s"] = cpu_seconds(procs[name].pid) - before_cpu
+                    results.setdefault((name, mode), []).append(result)
             after = cache_hits(urls["serve"])
             hits[mode] = (after[0] - before[0], after[1] - before[1])
     finally:
@@ -378,6 +401,8 @@ def combined(rounds: list[Any]) -> dict[str, float]:
         "p50_us": statistics.median(r["p50_us"] for r in rounds),
         "p99_us": statistics.median(r["p99_us"] for r in rounds),
         "errors": sum(r["errors"] for r in rounds),
+        # The endpoint's CPU a request: what it costs whatever else the machine runs.
+        "cpu_us": sum(r["cpu_s"] for r in rounds) / max(requests, 1) * 1e6,
     }
 
 
@@ -395,11 +420,16 @@ def report(
         f"allowed); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, Python "
         f"{platform.python_version()}\n"
     )
-    print("| endpoint | Pods | requests/s | p50 (ms) | p99 (ms) | errors | cache hits |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "| endpoint | Pods | requests/s | p50 (ms) | p99 (ms) | errors | cache hits | CPU us/req |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     table = {key: combined(rounds) for key, rounds in results.items()}
     for (name, mode), r in table.items():
-        label = "gpu-admission serve --workers 1" if name == "serve" else "bare starlette"
+        label = {
+            "serve": "gpu-admission serve --workers 1",
+            "baseline": f"serve --workers 1 from {args.baseline}",
+        }.get(name, "bare starlette")
         pods = "one Pod" if mode == "cached" else f"{args.bodies} different"
         hit = ""
         if name == "serve":
@@ -407,12 +437,15 @@ def report(
             hit = f"{h / max(h + m, 1):.0%}"
         print(
             f"| {label} | {pods} | {r['rps']:.0f} | {r['p50_us'] / 1000:.2f} "
-            f"| {r['p99_us'] / 1000:.2f} | {r['errors']} | {hit} |"
+            f"| {r['p99_us'] / 1000:.2f} | {r['errors']} | {hit} | {r['cpu_us']:.0f} |"
         )
     print()
     for mode in modes:
         serve, bare = table["serve", mode], table["bare", mode]
         print(f"{mode}: serve / bare requests/s **{serve['rps'] / bare['rps']:.2f}x**")
+        if ("baseline", mode) in table:
+            base = table["baseline", mode]["rps"] / bare["rps"]
+            print(f"{mode}: baseline / bare requests/s {base:.2f}x")
     if "uncached" in modes:
         serve, bare = table["serve", "uncached"], table["bare", "uncached"]
         ok = serve["rps"] >= 0.6 * bare["rps"] and serve["p99_us"] < 10_000

@@ -155,8 +155,22 @@ def _containers(spec: Mapping[str, Any], path: Path) -> tuple[ContainerRef, ...]
             continue
         for index, container in enumerate(items):
             if type(container) is dict or isinstance(container, Mapping):  # ABC check: slow
-                out.append(ContainerRef(fname, index, container, (*path, fname, index)))
+                # tuple.__new__: a NamedTuple's own __new__ is a Python function.
+                ref = (fname, index, container, (*path, fname, index), None, None)
+                out.append(_new_tuple(ContainerRef, ref))
     return tuple(out)
+
+
+_new_tuple = tuple.__new__
+
+
+def _extended(limits: Mapping[Any, Any], requests: Mapping[Any, Any]) -> list[Any]:
+    """The extended resource names of limits, then those only in requests (cpu, memory,
+    hugepages-* have no "/")."""
+    names = [n for n in limits if isinstance(n, str) and "/" in n]
+    if requests:
+        names += [n for n in requests if isinstance(n, str) and "/" in n and n not in limits]
+    return names
 
 
 def _amounts(containers: tuple[ContainerRef, ...]) -> tuple[ResourceAmount, ...]:
@@ -165,9 +179,7 @@ def _amounts(containers: tuple[ContainerRef, ...]) -> tuple[ResourceAmount, ...]
     for ref in containers:
         resources = as_dict(ref.spec.get("resources"))
         limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
-        for name in dict.fromkeys([*limits, *requests]) if requests else limits:
-            if not isinstance(name, str) or "/" not in name:
-                continue  # cpu, memory, hugepages-*: not extended resources
+        for name in _extended(limits, requests):
             source = "limits" if name in limits else "requests"
             raw = limits.get(name, requests.get(name))
             if ref.count_path is not None:

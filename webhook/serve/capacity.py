@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -39,6 +40,20 @@ class InFlight:
         self.max_body_bytes = max_body_bytes
         self.requests = 0
         self.body_bytes = 0
+        self._inline: Callable[[bytes], tuple[int, bytes] | None] | None = getattr(
+            app, "inline", None
+        )
+
+    def inline(self, body: bytes) -> tuple[int, bytes] | None:
+        """The app's answer to a POST /validate body, judged at once without an ASGI
+        task; None when the app must take it the ASGI way (over capacity: the 503 is
+        answered there; or judged on a thread). Answered before any other request runs,
+        it is never in flight beside another."""
+        if self._inline is None or self.requests >= self.max_requests:
+            return None
+        if self.body_bytes + len(body) > self.max_body_bytes:
+            return None
+        return self._inline(body)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD"):

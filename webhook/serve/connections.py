@@ -23,11 +23,20 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
 - uvicorn writes each response in two calls (head, body): over TLS, two records and two
   send(2) calls. Here what one loop turn writes goes out in one (``OneWrite``; what it
   is worth under load: docs/performance.md).
+- uvicorn runs every request as an asyncio task: the task, its ASGI receive and two
+  sends cost ~20 us a request, as much as the whole bare endpoint's app. Here a POST
+  /validate with a small body (Content-Length up to ``INLINE_BODY``, no Expect) that
+  came whole in one read is answered in the parser's callback, with the bytes uvicorn
+  would have sent, when the app's ``inline`` takes it (``InFlight.inline``: not over
+  capacity, judged on the loop). Any other request goes the ASGI way, and so does one
+  whose body is still to come (it is in flight meanwhile: --max-in-flight counts it,
+  the grace period's end answers it 503).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import enum
 import itertools
@@ -42,6 +51,8 @@ import orjson
 import uvicorn
 import uvloop
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from webhook.serve.server import INLINE_BODY
 
 log = logging.getLogger("gpu_admission.connections")
 
@@ -116,6 +127,12 @@ class WebhookProtocol(HttpToolsProtocol):
         self._message_ended = False  # a request ended in the chunk being parsed
         self._head_received = 0  # bytes of whole chunks received inside the current head
         self._head_spilled = False  # the head began in a chunk after another request's end
+        # The app's synchronous answer to a small POST /validate (``_answer_inline``).
+        self._inline: Callable[[bytes], tuple[int, bytes] | None] | None = getattr(
+            self.app, "inline", None
+        )
+        self._may_defer = False  # in on_headers_complete: the task may wait for the body
+        self._deferred: Any = None  # the cycle whose task waits for its body: answered inline
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -141,6 +158,10 @@ class WebhookProtocol(HttpToolsProtocol):
             return
         except httptools.HttpParserUpgrade:
             self._unsupported_upgrade_warning()  # no WebSockets: served as plain HTTP
+        finally:
+            if self._deferred is not None:  # its body is not all here: the app waits for it
+                cycle, self._deferred = self._deferred, None
+                super()._start_asgi_task(cycle, self.app)
         if self.phase is not Phase.HEAD:
             return
         # httptools keeps a header it has not seen the end of to itself: bound it by the
@@ -172,7 +193,11 @@ class WebhookProtocol(HttpToolsProtocol):
         # and cancelled); nearly always the body came with the head and it ends at once.
         self.phase = Phase.BODY
         self.deadline = self.loop.time() + self.shared.limits.body_timeout
-        super().on_headers_complete()
+        self._may_defer = self._inline is not None
+        try:
+            super().on_headers_complete()
+        finally:
+            self._may_defer = False
         if self.shared.draining:
             self.cycle.keep_alive = False  # the response says Connection: close
 
@@ -181,6 +206,55 @@ class WebhookProtocol(HttpToolsProtocol):
         if self.phase is Phase.BODY:
             self.phase, self.deadline = Phase.BUSY, float("inf")
         super().on_message_complete()
+        cycle, self._deferred = self._deferred, None
+        if cycle is not None and cycle is self.cycle and not cycle.response_complete:
+            # In the loop's next turn, as a task's first step would run: judged in the
+            # read callback, the turn's work ended sooner and the loop slept and woke
+            # more often (server CPU a request 249-252 us against 196 us deferred, five
+            # runs of wrk -c16; bench/serve_load.py shows the same in requests/s).
+            self.loop.call_soon(self._answer_inline, cycle)
+
+    def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+        # From on_headers_complete, a small POST /validate starts no task: its body is
+        # answered when it is whole (on_message_complete).
+        if self._may_defer and app is self.app and _inline_request(cycle):
+            self._deferred = cycle
+            return
+        super()._start_asgi_task(cycle, app)
+
+    def _answer_inline(self, cycle: Any) -> None:
+        """Answer the request of ``cycle`` here, as uvicorn writes what the app sends (the
+        default headers, then content-length and content-type); else start its task."""
+        assert self._inline is not None
+        if cycle.disconnected or cycle.response_complete:
+            return  # the client went away (or was answered 408) meanwhile
+        try:
+            result = self._inline(bytes(cycle.body))
+        except Exception:  # as uvicorn answers an app that raised before its response
+            self.logger.exception("Exception in ASGI application")
+            cycle.keep_alive = False
+            self._write_inline(cycle, 500, _PLAIN_500, b"Internal Server Error")
+            return
+        if result is None:  # the app takes it: its receive() gets the body at once
+            super()._start_asgi_task(cycle, self.app)
+            return
+        status, body = result
+        self._write_inline(cycle, status, b"content-length: %d\r\n%s" % (len(body), _JSON), body)
+
+    def _write_inline(self, cycle: Any, status: int, headers: bytes, body: bytes) -> None:
+        head = [STATUS_LINE[status]]
+        head += [n + b": " + v + b"\r\n" for n, v in self.server_state.default_headers]
+        head.append(headers)
+        head.append(b"\r\n" if cycle.keep_alive else b"connection: close\r\n\r\n")
+        cycle.body = bytearray()
+        cycle.response_started = cycle.response_complete = True
+        # Held to the end of the loop's turn like every write (OneWrite): sent at once,
+        # each answer woke the client for one response; a turn's answers together
+        # cost wrk ~10 us a response less, and the server no more.
+        self.transport.write(b"".join(head) + body)
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
 
     def on_response_complete(self) -> None:
         # uvicorn's, with a keep-alive deadline instead of its timer.
@@ -236,6 +310,29 @@ class WebhookProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
+_JSON = b"content-type: application/json\r\n"
+_PLAIN_500 = b"content-type: text/plain; charset=utf-8\r\ncontent-length: 21\r\n"
+
+
+def _inline_request(cycle: Any) -> bool:
+    """A POST /validate whose body is declared (Content-Length) small, without Expect:
+    100-continue or a Transfer-Encoding, answered without an ASGI task."""
+    scope = cycle.scope
+    if scope["method"] != "POST" or scope["path"] != "/validate":
+        return False
+    if cycle.waiting_for_100_continue:
+        return False
+    size = None
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if size is not None or not value.isdigit():
+                return False
+            size = int(value)
+        elif name == b"transfer-encoding":
+            return False
+    return size is not None and size <= INLINE_BODY
+
+
 class OneWrite:
     """A transport that sends what one turn of the event loop writes in one write.
 
@@ -268,6 +365,9 @@ class OneWrite:
         self.flush()
         self._transport.close()
 
+    def is_closing(self) -> bool:  # on every response: not through __getattr__ (0.6 us)
+        return self._transport.is_closing()
+
     def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, abort, ...
         return getattr(self._transport, name)
 
@@ -297,24 +397,23 @@ class MemoryReturn:
     uvloop gives each TLS connection a 256 KiB read buffer from malloc. glibc raises its
     mmap threshold whenever such a block is freed, so later buffers come from the heap,
     which fragments; and freed heap is not returned by itself: 2,000 connections left
-    ~90 MB behind after they closed. A fixed threshold keeps those buffers in mappings
-    of their own (unmapped on free), and ``malloc_trim`` once a burst of new connections
-    is over returns the rest. Without glibc both are skipped.
+    ~90 MB behind after they closed. ``malloc_trim`` once a burst of new connections is
+    over returns it (the free pages anywhere in the heap, not only at its top). The mmap
+    threshold is left to glibc: fixed at 128 KiB it kept those buffers in mappings of
+    their own, but also every request's 256 KiB TLS read (uvloop reads a record into a
+    new bytes of that size), which then cost an mmap, an mremap, a munmap and a page
+    fault a request: ~25 us, a sixth of serve's CPU a request under load. Without glibc
+    nothing is trimmed.
     """
 
-    M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
     BURST = 100  # new connections within one check: the apiserver keeps its connections
 
     def __init__(self) -> None:
         self._trim: Callable[[int], int] | None = None
         self._seen = 0
         self._burst = False
-        try:
-            libc = ctypes.CDLL(None)
-            libc.mallopt(self.M_MMAP_THRESHOLD, 128 * 1024)
-            self._trim = libc.malloc_trim
-        except (OSError, AttributeError):
-            pass
+        with contextlib.suppress(OSError, AttributeError):  # not glibc
+            self._trim = ctypes.CDLL(None).malloc_trim
 
     def check(self, accepted: int) -> None:
         """Every few seconds: ``accepted`` is the count of connections accepted so far."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import sys
 import time
@@ -26,7 +27,7 @@ class DecisionLog:
     env values or annotation values: findings are logged by policy, rule and path only."""
 
     def __init__(self, stream: IO[bytes] | None = None, clock: Callable[[], float] = time.time):
-        self._stream = stream if stream is not None else sys.stdout.buffer
+        self._stream = buffered(stream if stream is not None else sys.stdout.buffer)
         self._clock = clock
         self._flush_pending = False
         self.lost = 0  # decisions that could not be written
@@ -90,6 +91,17 @@ class DecisionLog:
         self.lost += 1
         if self.lost == 1:
             log.error("decision log not writable, decisions are not being logged: %s", exc)
+
+
+def buffered(stream: IO[bytes]) -> IO[bytes]:
+    """The stream, buffered: with PYTHONUNBUFFERED (our image sets it, as Python images
+    do) stdout's binary layer is a bare FileIO, and every line would be a write(2) of its
+    own instead of one per loop turn. The buffer writes to the same descriptor and never
+    closes it."""
+    if not isinstance(stream, io.FileIO):
+        return stream
+    raw = io.FileIO(stream.fileno(), "wb", closefd=False)
+    return io.BufferedWriter(raw, buffer_size=1 << 16)
 
 
 def object_name(req: AdmissionRequest) -> str:
