@@ -11,7 +11,7 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
   is h11's alone. Here a head over ``MAX_HEAD_BYTES`` is answered 431 and closed.
 - uvicorn passes no ``ssl_handshake_timeout`` or ``ssl_shutdown_timeout``: a TCP
   connection that never starts TLS is held for the loop's 60 s, one whose peer never
-  answers our close_notify for 30 s. ``event_loop`` bounds both.
+  answers our close_notify for 30 s. ``lifecycle.event_loop`` bounds both.
 - ``limit_concurrency`` counts open connections with running requests, so idle
   connections alone make every request a 503. Here open connections have their own
   cap (``max_connections``: one over it is closed at once) and requests in flight
@@ -36,10 +36,7 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import enum
-import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -48,8 +45,6 @@ from typing import Any, ClassVar, cast
 
 import httptools
 import orjson
-import uvicorn
-import uvloop
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from webhook.serve.server import INLINE_BODY
@@ -58,11 +53,6 @@ log = logging.getLogger("gpu_admission.connections")
 
 MAX_HEAD_BYTES = 16 * 1024  # the request line and headers; the apiserver sends < 1 KiB
 DRAIN_IDLE = 1.0  # seconds an idle connection stays open after SIGTERM: for requests in transit
-# Closing a TLS connection sends close_notify and waits for the peer's (uvloop: 30 s). A
-# client that never reads (an idle pooled connection, a hostile one) would hold the
-# connection, its memory and the exit that long.
-TLS_SHUTDOWN_TIMEOUT = 2.0
-SWEEP_INTERVAL = 0.25  # seconds between checks of the connections' deadlines
 
 
 @dataclass(frozen=True)
@@ -111,7 +101,7 @@ class HeadTooLarge(Exception):
 class WebhookProtocol(HttpToolsProtocol):
     """One connection. Subclassed per worker by ``protocol_class`` to carry ``shared``.
 
-    Timeouts are deadlines that ``DrainingServer`` sweeps four times a second: a timer
+    Timeouts are deadlines that ``lifecycle.DrainingServer`` sweeps four times a second: a timer
     armed and cancelled per request costs 3-5 us (call_later, uvloop or asyncio), a
     deadline an attribute write.
     """
@@ -377,85 +367,3 @@ def protocol_class(shared: Shared) -> type[WebhookProtocol]:
     return cast(
         type[WebhookProtocol], type("WebhookProtocol", (WebhookProtocol,), {"shared": shared})
     )
-
-
-def event_loop(*, handshake_timeout: float) -> Callable[[], asyncio.AbstractEventLoop]:
-    """A uvloop loop factory whose servers bound the TLS handshake and the TLS close."""
-
-    class Loop(uvloop.Loop):
-        async def create_server(self, *args: Any, **kwargs: Any) -> Any:
-            kwargs.setdefault("ssl_handshake_timeout", handshake_timeout)
-            kwargs.setdefault("ssl_shutdown_timeout", TLS_SHUTDOWN_TIMEOUT)
-            return await super().create_server(*args, **kwargs)
-
-    return Loop
-
-
-class MemoryReturn:
-    """Give the memory of a burst of connections back to the system once it is over.
-
-    uvloop gives each TLS connection a 256 KiB read buffer from malloc. glibc raises its
-    mmap threshold whenever such a block is freed, so later buffers come from the heap,
-    which fragments; and freed heap is not returned by itself: 2,000 connections left
-    ~90 MB behind after they closed. ``malloc_trim`` once a burst of new connections is
-    over returns it (the free pages anywhere in the heap, not only at its top). The mmap
-    threshold is left to glibc: fixed at 128 KiB it kept those buffers in mappings of
-    their own, but also every request's 256 KiB TLS read (uvloop reads a record into a
-    new bytes of that size), which then cost an mmap, an mremap, a munmap and a page
-    fault a request: ~25 us, a sixth of serve's CPU a request under load. Without glibc
-    nothing is trimmed.
-    """
-
-    BURST = 100  # new connections within one check: the apiserver keeps its connections
-
-    def __init__(self) -> None:
-        self._trim: Callable[[int], int] | None = None
-        self._seen = 0
-        self._burst = False
-        with contextlib.suppress(OSError, AttributeError):  # not glibc
-            self._trim = ctypes.CDLL(None).malloc_trim
-
-    def check(self, accepted: int) -> None:
-        """Every few seconds: ``accepted`` is the count of connections accepted so far."""
-        new, self._seen = accepted - self._seen, accepted
-        if new >= self.BURST:
-            self._burst = True
-        elif self._burst and self._trim is not None:
-            self._burst = False
-            self._trim(0)
-
-
-class DrainingServer(uvicorn.Server):
-    """uvicorn's server: sweeps the deadlines of its connections, drains them on SIGTERM,
-    and returns their memory after a burst."""
-
-    def __init__(self, config: uvicorn.Config, *, shared: Shared) -> None:
-        super().__init__(config)
-        self.shared = shared
-        self.memory = MemoryReturn()
-        self._sweeper: asyncio.Task[None] | None = None
-
-    async def startup(self, sockets: list[Any] | None = None) -> None:
-        await super().startup(sockets)
-        self._sweeper = asyncio.create_task(self._sweep())
-
-    async def shutdown(self, sockets: list[Any] | None = None) -> None:
-        # Before uvicorn stops accepting: a connection whose handshake ends after this
-        # point is served with Connection: close like the rest.
-        self.shared.draining = True
-        try:
-            await super().shutdown(sockets)
-        finally:
-            if self._sweeper is not None:
-                self._sweeper.cancel()
-
-    async def _sweep(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sweep in itertools.count(1):
-            await asyncio.sleep(SWEEP_INTERVAL)
-            now = loop.time()
-            for connection in list(self.server_state.connections):
-                if isinstance(connection, WebhookProtocol):
-                    connection.check_deadline(now)
-            if sweep % 20 == 0:
-                self.memory.check(self.shared.accepted)

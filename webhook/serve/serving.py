@@ -25,7 +25,8 @@ import uvicorn
 
 from webhook.kube.node_watch import NodeWatcher
 from webhook.serve.capacity import InFlight
-from webhook.serve.connections import DrainingServer, Limits, Shared, event_loop, protocol_class
+from webhook.serve.connections import Limits, Shared, protocol_class
+from webhook.serve.lifecycle import DrainingServer, event_loop
 from webhook.serve.server import create_app
 from webhook.serve.state import Settings, State
 from webhook.serve.tls import ReloadingTLS
