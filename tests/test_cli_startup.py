@@ -92,3 +92,18 @@ def test_an_exit_handler_gets_the_usual_exit() -> None:
     )
     proc, _ = run("-c", code, env=environment())
     assert proc.returncode == 1 and proc.stdout.rstrip().endswith("at exit"), proc.stderr
+
+
+def test_the_plugin_stand_in_gives_any_other_name_from_pydantics_own_loader() -> None:
+    """pydantic 2.x takes only get_plugins from its loader; a name a later one may take
+    comes from the real module, not an ImportError (fails with a stand-in that has
+    get_plugins alone)."""
+    code = (
+        "import sys; from webhook.cli import process; process.without_pydantic_plugins();"
+        "import pydantic; type('M', (pydantic.BaseModel,), {'__annotations__': {'x': int}});"
+        "stand_in = sys.modules['pydantic.plugin._loader']; print(stand_in.get_plugins());"
+        "from pydantic.plugin._loader import _plugins; print(_plugins);"
+        "print(hasattr(stand_in, 'no_such_name'))"
+    )
+    proc, _ = run("-c", code, env=environment())
+    assert proc.stdout.split() == ["()", "None", "False"], proc.stderr

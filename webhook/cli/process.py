@@ -35,11 +35,30 @@ def without_pydantic_plugins() -> None:
     if os.environ["PYDANTIC_DISABLE_PLUGINS"] in _ALL_OFF:
         loader = types.ModuleType(_LOADER, "pydantic plugins, all disabled (webhook.cli)")
         loader.get_plugins = _no_plugins  # type: ignore[attr-defined]
+        # pydantic 2.x takes only get_plugins from it; should a later one take another
+        # name, it gets the real module's (PEP 562), not an ImportError at start-up.
+        loader.__getattr__ = _from_real_loader  # type: ignore[method-assign]
         sys.modules.setdefault(_LOADER, loader)
 
 
 def _no_plugins() -> tuple[()]:
     return ()
+
+
+def _from_real_loader(name: str) -> object:
+    """`name` from pydantic's own plugin loader, loaded beside the stand-in."""
+    if name.startswith("__"):  # import machinery probing (__path__, __file__...)
+        raise AttributeError(name)
+    import importlib.machinery
+    import importlib.util
+
+    package = sys.modules["pydantic.plugin"]
+    spec = importlib.machinery.PathFinder.find_spec("_loader", list(package.__path__))
+    if spec is None or spec.loader is None:
+        raise AttributeError(name)
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    return getattr(real, name)
 
 
 def run(main: Callable[[], object]) -> None:
