@@ -155,13 +155,8 @@ def _containers(spec: Mapping[str, Any], path: Path) -> tuple[ContainerRef, ...]
             continue
         for index, container in enumerate(items):
             if type(container) is dict or isinstance(container, Mapping):  # ABC check: slow
-                # tuple.__new__: a NamedTuple's own __new__ is a Python function.
-                ref = (fname, index, container, (*path, fname, index), None, None)
-                out.append(_new_tuple(ContainerRef, ref))
+                out.append(ContainerRef(fname, index, container, (*path, fname, index)))
     return tuple(out)
-
-
-_new_tuple = tuple.__new__
 
 
 def _extended(limits: Mapping[Any, Any], requests: Mapping[Any, Any]) -> list[Any]:

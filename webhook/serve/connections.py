@@ -26,11 +26,11 @@ What uvicorn 0.54 does on httptools (read from its source), and what this adds:
 - uvicorn runs every request as an asyncio task: the task, its ASGI receive and two
   sends cost ~20 us a request, as much as the whole bare endpoint's app. Here a POST
   /validate with a small body (Content-Length up to ``INLINE_BODY``, no Expect) that
-  came whole in one read is answered in the parser's callback, with the bytes uvicorn
-  would have sent, when the app's ``inline`` takes it (``InFlight.inline``: not over
-  capacity, judged on the loop). Any other request goes the ASGI way, and so does one
-  whose body is still to come (it is in flight meanwhile: --max-in-flight counts it,
-  the grace period's end answers it 503).
+  came whole in one read is answered in the loop's next turn (``call_soon``, no task),
+  with the bytes uvicorn would have sent, when the app's ``inline`` takes it
+  (``InFlight.inline``: not over capacity, judged on the loop). Any other request goes
+  the ASGI way, and so does one whose body is still to come (it is in flight meanwhile:
+  --max-in-flight counts it, the grace period's end answers it 503).
 """
 
 from __future__ import annotations

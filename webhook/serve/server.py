@@ -151,24 +151,25 @@ def create_app(
     large = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-admission-large")
     dra = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpu-admission-dra")
 
-    def on_loop(body: bytes, started: float) -> Answer | None:
-        """The answer judged here on the event loop; None for a body that is not judged
-        on the loop (over INLINE_BODY, or a claim whose device matches are not cached)."""
-        if len(body) > INLINE_BODY:
-            return None
+    def on_loop(body: bytes, started: float) -> Answer | AdmissionRequest:
+        """The answer judged here on the event loop (or the 400 of a body that is none),
+        else the request, to be judged off the loop: a claim whose selectors no one asked
+        for yet, whose first evaluation walks every published device (most of a second
+        at 10,000 devices)."""
         req = _parsed(body)
-        if not isinstance(req, AdmissionRequest):  # a 400
+        if not isinstance(req, AdmissionRequest) or _claim_uncached(req, state):
             return req
-        if _claim_uncached(req, state):
-            # A claim whose selectors no one asked for yet: its first evaluation walks
-            # every published device (most of a second at 10,000), so not on the loop.
-            return None
         return judged(req, started, state.cache.evaluate, metrics.LOOP)
 
     def inline(body: bytes) -> Answer | None:
         """For the connection layer, which answers a small body without an ASGI task
-        (webhook.serve.connections: ~20 us a request less)."""
-        return on_loop(body, time.perf_counter())
+        (webhook.serve.connections: ~20 us a request less); None for a body `validate`
+        must take (large, or judged off the loop: it parses that one again, rare, and
+        dwarfed by the evaluation)."""
+        if len(body) > INLINE_BODY:
+            return None
+        result = on_loop(body, time.perf_counter())
+        return None if isinstance(result, AdmissionRequest) else result
 
     async def validate(scope: Scope, receive: Receive, send: Send) -> None:
         """POST /validate as a bare ASGI callable: starlette's request and response
@@ -180,26 +181,21 @@ def create_app(
         except BodyTooLarge:
             await _send(send, _error(413, f"request body over {MAX_BODY} bytes"))
             return
+        loop = asyncio.get_running_loop()
+        if len(body) > INLINE_BODY:
+            await _send(send, await loop.run_in_executor(large, answer_large, body, started))
+            return
         result = on_loop(body, started)
-        if result is None:
-            loop = asyncio.get_running_loop()
-            if len(body) > INLINE_BODY:
-                result = await loop.run_in_executor(large, answer_large, body, started)
-            else:
-                result = await loop.run_in_executor(
-                    dra, answer, body, started, evaluate, metrics.DRA
-                )
+        if isinstance(result, AdmissionRequest):
+            result = await loop.run_in_executor(dra, judged, result, started, evaluate, metrics.DRA)
         await _send(send, result)
 
     def answer_large(body: bytes, started: float) -> Answer:
         with _collector_paused():
-            return answer(body, started, evaluate, metrics.LARGE)
-
-    def answer(body: bytes, started: float, evaluator: Evaluator, tally: metrics.Tally) -> Answer:
-        req = _parsed(body)
-        if not isinstance(req, AdmissionRequest):  # a 400
-            return req
-        return judged(req, started, evaluator, tally)
+            req = _parsed(body)
+            if not isinstance(req, AdmissionRequest):  # a 400
+                return req
+            return judged(req, started, evaluate, metrics.LARGE)
 
     def judged(
         req: AdmissionRequest, started: float, evaluator: Evaluator, tally: metrics.Tally
