@@ -91,13 +91,9 @@ def measure(pid: int, port: int, ctx: ssl.SSLContext, kind: str, n: int, hold: f
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--connections", type=int, default=2000)
-    parser.add_argument("--hold", type=float, default=7.0, help="seconds before checking")
-    parser.add_argument("--serve-args", default="", help="extra arguments for serve")
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-conn-"))
+def start_serve(work: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes], int]:
+    """`serve --workers 1` on a free port with certificates made in `work` (ca.crt,
+    tls.crt, tls.key) and the example inventory; its stderr in work/serve.err."""
     subprocess.run(
         [sys.executable, "-m", "webhook", "certs", "--service", "gpu-admission",
          "--namespace", "gpu-admission-system", "--out", str(work)],
@@ -108,9 +104,20 @@ def main() -> None:
         [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
          "--inventory", str(ROOT / "examples/cluster/nodes.json"),
          "--tls-cert-file", str(work / "tls.crt"), "--tls-key-file", str(work / "tls.key"),
-         *shlex.split(args.serve_args)],
+         *extra],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(work / "serve.err").open("wb"),
     )  # fmt: skip
+    return proc, port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--connections", type=int, default=2000)
+    parser.add_argument("--hold", type=float, default=7.0, help="seconds before checking")
+    parser.add_argument("--serve-args", default="", help="extra arguments for serve")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-conn-"))
+    proc, port = start_serve(work, shlex.split(args.serve_args))
     try:
         wait_ready(f"https://127.0.0.1:{port}", proc, work / "serve.err")
         ctx = ssl.create_default_context(cafile=str(work / "ca.crt"))

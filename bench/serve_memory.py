@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,8 +29,8 @@ from typing import Any
 
 import httpx
 import orjson
-from serve_connections import rss_mib
-from serve_load import ROOT, free_port, review, wait_ready
+from serve_connections import rss_mib, start_serve
+from serve_load import review, wait_ready
 
 
 def env_pod(i: int) -> dict[str, Any]:
@@ -104,18 +102,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of each load")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-mem-"))
-    subprocess.run(
-        [sys.executable, "-m", "webhook", "certs", "--service", "gpu-admission",
-         "--namespace", "gpu-admission-system", "--out", str(work)],
-        check=True, stdout=subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--inventory", str(ROOT / "examples/cluster/nodes.json"),
-         "--tls-cert-file", str(work / "tls.crt"), "--tls-key-file", str(work / "tls.key")],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=(work / "serve.err").open("wb"),
-    )  # fmt: skip
+    proc, port = start_serve(work, [])
     url = f"https://127.0.0.1:{port}"
     try:
         wait_ready(url, proc, work / "serve.err")
