@@ -75,6 +75,8 @@ class Prefilter:
     def plain(self, obj: Mapping[str, Any]) -> bool:
         """`obj` is a Pod or a built-in controller whose pod specs hold no GPU channel."""
         kind = obj.get("kind")
+        if kind == "Pod" and obj.get("apiVersion") == "v1":  # nearly every object audited
+            return self._pod(obj)
         key = (api_group(obj.get("apiVersion")), kind if type(kind) is str else "")
         if key == _POD:
             return self._pod(obj)
@@ -88,6 +90,9 @@ class Prefilter:
             if template is not None and not (type(template) is dict and self._pod(template)):
                 return False
         return True
+
+    # Plain loops below, not all()/any() over generators: this runs on every Pod of an
+    # audit, and a generator costs more to make than the few items it looks at.
 
     def _pod(self, holder: Mapping[str, Any]) -> bool:
         """A pod (or a template: metadata and spec) without any GPU channel."""
@@ -104,25 +109,31 @@ class Prefilter:
         if type(spec) is not dict or "resourceClaims" in spec:
             return False
         volumes = spec.get("volumes")
-        if volumes is not None and not _no_host_path(volumes):
-            return False
+        if volumes is not None:
+            if type(volumes) is not list:
+                return False
+            for v in volumes:
+                if type(v) is not dict or "hostPath" in v:
+                    return False
         for field in CONTAINER_FIELDS:
             containers = spec.get(field)
             if containers is None:
                 continue
             if type(containers) is not list:
                 return False
-            if not all(type(c) is dict and self._container(c) for c in containers):
-                return False
+            for c in containers:
+                if type(c) is not dict or not self._container(c):
+                    return False
         return True
 
     def _annotations(self, annotations: Any) -> bool:
-        if type(annotations) is not dict:
+        if type(annotations) is not dict or not SHARE_ANNOTATIONS.isdisjoint(annotations):
             return False
         heads = self.heads
-        return SHARE_ANNOTATIONS.isdisjoint(annotations) and all(
-            type(k) is str and k.partition("/")[0] not in heads for k in annotations
-        )
+        for k in annotations:
+            if type(k) is not str or k.partition("/")[0] in heads:
+                return False
+        return True
 
     def _container(self, c: dict[str, Any]) -> bool:
         if "envFrom" in c:
@@ -134,43 +145,42 @@ class Prefilter:
             for amounts in (resources.get("limits"), resources.get("requests")):
                 if amounts is None:
                     continue
-                if type(amounts) is not dict or any(
-                    type(k) is not str or "/" in k for k in amounts
-                ):
+                if type(amounts) is not dict:
                     return False
+                for k in amounts:
+                    if type(k) is not str or "/" in k:
+                        return False
         security = c.get("securityContext")
         if security is not None and (type(security) is not dict or "privileged" in security):
             return False
         env = c.get("env")
-        if env is not None and not self._env(env):
-            return False
+        if env is not None:
+            if type(env) is not list:
+                return False
+            names = self.env_vars
+            for e in env:
+                name = e.get("name") if type(e) is dict else None
+                if type(name) is not str or name in names:
+                    return False
         mounts = c.get("volumeMounts")
         return mounts is None or self._mounts(mounts)
-
-    def _env(self, env: Any) -> bool:
-        if type(env) is not list:
-            return False
-        names = self.env_vars
-        for e in env:
-            name = e.get("name") if type(e) is dict else None
-            if type(name) is not str or name in names:
-                return False
-        return True
 
     def _mounts(self, mounts: Any) -> bool:
         if type(mounts) is not list:
             return False
+        leaves = self.leaves
         for m in mounts:
             if type(m) is not dict:
                 return False
             path = m.get("mountPath")
-            if path is not None and (type(path) is not str or any(x in path for x in self.leaves)):
+            if path is None:
+                continue
+            if type(path) is not str:
                 return False
+            for leaf in leaves:
+                if leaf in path:
+                    return False
         return True
-
-
-def _no_host_path(volumes: Any) -> bool:
-    return type(volumes) is list and all(type(v) is dict and "hostPath" not in v for v in volumes)
 
 
 def plain_verdict(policy_set: PolicySet, subject: Subject) -> str | None:

@@ -81,7 +81,9 @@ def _own_name(obj: Mapping[str, Any]) -> str:
 def namespace_of(obj: Mapping[str, Any]) -> str:
     """The object's own metadata.namespace, "" if it has none (or not a string)."""
     meta = obj.get("metadata")
-    own = meta.get("namespace") if isinstance(meta, Mapping) else None
+    if type(meta) is not dict and not isinstance(meta, Mapping):  # a dict: no ABC check
+        return ""
+    own = meta.get("namespace")
     return own if isinstance(own, str) else ""
 
 
