@@ -130,7 +130,7 @@ class Prefilter:
         if type(annotations) is not dict or not SHARE_ANNOTATIONS.isdisjoint(annotations):
             return False
         heads = self.heads
-        for k in annotations:
+        for k in annotations:  # noqa: SIM110 (a loop, not all(): see above)
             if type(k) is not str or k.partition("/")[0] in heads:
                 return False
         return True
