@@ -95,36 +95,35 @@ class Prefilter:
     # audit, and a generator costs more to make than the few items it looks at.
 
     def _pod(self, holder: Mapping[str, Any]) -> bool:
-        """A pod (or a template: metadata and spec) without any GPU channel."""
-        meta = holder.get("metadata")
-        if meta is not None:
-            if type(meta) is not dict:
-                return False
-            annotations = meta.get("annotations")
-            if annotations is not None and not self._annotations(annotations):
-                return False
+        """A pod (or a template: metadata and spec) without any GPU channel. The
+        containers come first: a GPU pod's resources end the walk at once."""
         spec = holder.get("spec")
-        if spec is None:
+        if spec is not None:
+            if type(spec) is not dict or "resourceClaims" in spec:
+                return False
+            for field in CONTAINER_FIELDS:
+                containers = spec.get(field)
+                if containers is None:
+                    continue
+                if type(containers) is not list:
+                    return False
+                for c in containers:
+                    if type(c) is not dict or not self._container(c):
+                        return False
+            volumes = spec.get("volumes")
+            if volumes is not None:
+                if type(volumes) is not list:
+                    return False
+                for v in volumes:
+                    if type(v) is not dict or "hostPath" in v:
+                        return False
+        meta = holder.get("metadata")
+        if meta is None:
             return True
-        if type(spec) is not dict or "resourceClaims" in spec:
+        if type(meta) is not dict:
             return False
-        volumes = spec.get("volumes")
-        if volumes is not None:
-            if type(volumes) is not list:
-                return False
-            for v in volumes:
-                if type(v) is not dict or "hostPath" in v:
-                    return False
-        for field in CONTAINER_FIELDS:
-            containers = spec.get(field)
-            if containers is None:
-                continue
-            if type(containers) is not list:
-                return False
-            for c in containers:
-                if type(c) is not dict or not self._container(c):
-                    return False
-        return True
+        annotations = meta.get("annotations")
+        return annotations is None or self._annotations(annotations)
 
     def _annotations(self, annotations: Any) -> bool:
         if type(annotations) is not dict or not SHARE_ANNOTATIONS.isdisjoint(annotations):
