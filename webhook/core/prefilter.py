@@ -153,16 +153,20 @@ class Prefilter:
         if security is not None and (type(security) is not dict or "privileged" in security):
             return False
         env = c.get("env")
-        if env is not None:
-            if type(env) is not list:
-                return False
-            names = self.env_vars
-            for e in env:
-                name = e.get("name") if type(e) is dict else None
-                if type(name) is not str or name in names:
-                    return False
+        if env is not None and not self._env(env):
+            return False
         mounts = c.get("volumeMounts")
         return mounts is None or self._mounts(mounts)
+
+    def _env(self, env: Any) -> bool:
+        if type(env) is not list:
+            return False
+        names = self.env_vars
+        for e in env:
+            name = e.get("name") if type(e) is dict else None
+            if type(name) is not str or name in names:
+                return False
+        return True
 
     def _mounts(self, mounts: Any) -> bool:
         if type(mounts) is not list:
