@@ -1,8 +1,19 @@
-"""Workload objects as the API returns them, with uids and ownerReferences, for audit tests."""
+"""Workload objects as the API returns them, with uids and ownerReferences, for audit
+tests; and `audit_dump`, the report of one dump file as `audit --from` writes it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from webhook.commands.audit import Auditor
+from webhook.commands.auditdump import audit_dumps
+from webhook.reports.audit import render_json
+from webhook.sources.files import read_inventory
+from webhook.sources.policy_files import load_policy_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+INVENTORY = ROOT / "examples" / "cluster" / "nodes.json"
 
 GPU_LABELS = {"gpu-admission.io/peak-memory": "4Gi", "gpu-admission.io/slo-class": "batch"}
 
@@ -108,3 +119,29 @@ def deployment_family(
 
 def as_list(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
+
+
+def audit_dump(
+    path: Path,
+    *,
+    workers: int,
+    policies: Path = ROOT / "policies",
+    namespace: str | None = None,
+    prefilter: bool = True,
+) -> tuple[str, int]:
+    """The JSON report and the exit code (--fail-on deny) of auditing one dump file, cut
+    across `workers` processes when it is laid out so (min_bytes=1: any size)."""
+    auditor = Auditor(
+        load_policy_dir(str(policies)), read_inventory(str(INVENTORY)), prefilter=prefilter
+    )
+    audit_dumps(
+        [str(path)],
+        auditor=auditor,
+        namespace=namespace,
+        stage=lambda _: None,
+        tick=lambda _: None,
+        workers=workers,
+        min_bytes=1,
+    )
+    report = auditor.report()
+    return render_json(report), report.exit_code("deny")

@@ -15,14 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from auditobjects import GPU_LABELS, as_list, deployment_family, pod
+from auditobjects import GPU_LABELS, as_list, audit_dump, deployment_family, pod
 
-from webhook.commands.audit import Auditor
-from webhook.commands.auditdump import audit_dumps
-from webhook.reports.audit import render_json
 from webhook.sources import dumpsplit
-from webhook.sources.files import read_inventory
-from webhook.sources.policy_files import load_policy_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 INVENTORY = ROOT / "examples" / "cluster" / "nodes.json"
@@ -47,18 +42,7 @@ def objects(families: int = 40) -> list[dict[str, Any]]:
 
 
 def audit(path: Path, *, workers: int, namespace: str | None = None) -> tuple[str, int]:
-    auditor = Auditor(load_policy_dir(str(ROOT / "policies")), read_inventory(str(INVENTORY)))
-    audit_dumps(
-        [str(path)],
-        auditor=auditor,
-        namespace=namespace,
-        stage=lambda _: None,
-        tick=lambda _: None,
-        workers=workers,
-        min_bytes=1,
-    )
-    report = auditor.report()
-    return render_json(report), report.exit_code("deny")
+    return audit_dump(path, workers=workers, namespace=namespace)
 
 
 def write(path: Path, items: list[Any], *, indent: int = 4) -> Path:

@@ -19,18 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from auditobjects import GPU_LABELS, deployment_family, pod
+from auditobjects import GPU_LABELS, audit_dump, deployment_family, pod
 
-from webhook.commands.audit import Auditor
-from webhook.commands.auditdump import audit_dumps
-from webhook.reports.audit import render_json
 from webhook.sources import dumpsplit
 from webhook.sources.dumps import read_dump
-from webhook.sources.files import read_inventory
-from webhook.sources.policy_files import load_policy_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-INVENTORY = ROOT / "examples" / "cluster" / "nodes.json"
 INDENT = " " * 8  # kubectl's: items inside `"items": [` of a 4-space List
 
 
@@ -55,20 +49,9 @@ def filler() -> list[str]:
 
 
 def audit(dump: Path, policies: Path, *, fast: bool) -> tuple[str, int]:
-    auditor = Auditor(
-        load_policy_dir(str(policies)), read_inventory(str(INVENTORY)), prefilter=fast
-    )
-    audit_dumps(
-        [str(dump)],
-        auditor=auditor,
-        namespace=None,
-        stage=lambda _: None,
-        tick=lambda _: None,
-        workers=2 if fast else 1,
-        min_bytes=1,
-    )
-    report = auditor.report()
-    return render_json(report), report.exit_code("deny")
+    """Fast: two workers, the pre-filter on (as the CLI runs); else one process, every
+    object evaluated."""
+    return audit_dump(dump, workers=2 if fast else 1, policies=policies, prefilter=fast)
 
 
 def gpu_pod(name: str, **changes: Any) -> dict[str, Any]:
