@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The CLIs the tests run keep validated policy sets (webhook.sources.policy_cache): in a
+# directory of this run's own, not the user's ~/.cache.
+os.environ["GPU_ADMISSION_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-admission-test-cache-")
 
 
 @pytest.fixture(scope="session")

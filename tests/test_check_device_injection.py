@@ -681,8 +681,13 @@ def test_an_annotation_for_a_container_the_pod_lacks() -> None:
 def test_annotation_prefixes_are_key_prefixes(tmp_path: Path, prefix: str, error: str) -> None:
     from webhook.errors import PolicyError
 
-    with pytest.raises(PolicyError, match=re.escape(error)):
+    with pytest.raises(PolicyError, match=re.escape(error)) as raised:
         policy_file(tmp_path, "bad", POLICY_HEAD + f"    deviceAnnotationPrefixes: ['{prefix}']\n")
+    # The field and its line, as for any other parameter's error (the Params' own rule
+    # runs after pydantic's: webhook.core.check.ParamError).
+    line = POLICY_HEAD.count("\n") + 1
+    assert f"line {line}, field spec.parameters.deviceAnnotationPrefixes: " in str(raised.value)
+    assert str(raised.value).endswith(f"(got ['{prefix}'])")
 
 
 # --- Privileged containers of every kind, and the controls ------------------------------

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from builders import EXAMPLES, ROOT
@@ -48,9 +49,11 @@ def run(*args: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[st
     return proc, modules
 
 
-def environment(**extra: str) -> dict[str, str]:
+def environment(cache: str = "", **extra: str) -> dict[str, str]:
+    """The user's environment without our settings or pydantic's; the policy cache off
+    unless `cache` names its directory (a cold start: policies validated)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_ADMISSION", "PYDANTIC"))}
-    return {**env, "PYTHONPATH": str(ROOT), **extra}
+    return {**env, "PYTHONPATH": str(ROOT), "GPU_ADMISSION_CACHE_DIR": cache, **extra}
 
 
 def test_check_imports_only_what_checking_files_needs() -> None:
@@ -61,6 +64,20 @@ def test_check_imports_only_what_checking_files_needs() -> None:
     assert plain.returncode == 1 and plain.stderr == ""
     imported = sorted(m for m in modules if m.startswith(tuple(f"{n}." for n in NOT_IMPORTED)))
     assert sorted(modules & set(NOT_IMPORTED)) + imported == []
+
+
+def test_a_warm_check_imports_no_pydantic(tmp_path: Path) -> None:
+    """The second run reads the policy set the first validated (policy_cache): the same
+    output, without pydantic or the policy schema, and without YAML-parsing the policies."""
+    env = environment(str(tmp_path))
+    cold, cold_modules = run("-X", "importtime", "-m", "webhook", *CHECK, env=env)
+    warm, modules = run("-X", "importtime", "-m", "webhook", *CHECK, env=env)
+    assert "pydantic" in cold_modules and len(list(tmp_path.glob("*.pickle"))) == 1
+    assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout) and warm.returncode == 1
+    assert "webhook.core.engine" in modules  # the run was seen
+    heavy = {"pydantic", "pydantic_core", "webhook.sources.policy_schema", *NOT_IMPORTED}
+    prefixes = tuple(f"{h}." for h in heavy)
+    assert sorted(m for m in modules if m in heavy or m.startswith(prefixes)) == []
 
 
 @pytest.mark.parametrize(
@@ -76,7 +93,7 @@ def test_pydantic_plugins_follow_the_users_setting(setting: str, loader_imported
     env = environment(PYDANTIC_DISABLE_PLUGINS=setting) if setting else environment()
     code = (
         "import os, sys; from webhook.cli import process; process.without_pydantic_plugins();"
-        "import webhook.sources.policy_files;"
+        "import webhook.sources.policy_schema;"
         "print(os.environ['PYDANTIC_DISABLE_PLUGINS'], 'importlib.metadata' in sys.modules)"
     )
     proc, _ = run("-c", code, env=env)

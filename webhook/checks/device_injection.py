@@ -10,9 +10,8 @@ once, in `webhook.core.access`; this check only words the findings.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import cached_property
-
-from pydantic import field_validator
 
 from webhook.core.access import (
     AccessRules,
@@ -25,7 +24,7 @@ from webhook.core.access import (
     gpu_resources,
     pod_access,
 )
-from webhook.core.check import Check, CheckParams, Rule, Violation
+from webhook.core.check import Check, CheckParams, ParamError, Rule, Violation, camel
 from webhook.core.gpuresources import DEVICE_PLUGIN_GPUS
 from webhook.core.hostpaths import device_vendors
 from webhook.core.inventory import Inventory
@@ -56,6 +55,7 @@ VENDOR_FIX = {
 }
 
 
+@dataclass(frozen=True)
 class Params(CheckParams):
     device_paths: tuple[str, ...] = (
         "/dev/nvidia[0-9]*",
@@ -99,12 +99,13 @@ class Params(CheckParams):
     )
     deny_privileged: bool = True
 
-    @field_validator("cdi_annotation_prefixes", "device_annotation_prefixes")
-    @classmethod
-    def _annotation_prefixes(cls, prefixes: tuple[str, ...]) -> tuple[str, ...]:
-        for prefix in prefixes:
-            annotation_prefix(prefix)  # raises ValueError, which names the prefix
-        return prefixes
+    def __post_init__(self) -> None:
+        for name in ("cdi_annotation_prefixes", "device_annotation_prefixes"):
+            for prefix in getattr(self, name):
+                try:
+                    annotation_prefix(prefix)
+                except ValueError as exc:  # it names the prefix
+                    raise ParamError(camel(name), str(exc)) from None
 
     @cached_property
     def rules(self) -> AccessRules:

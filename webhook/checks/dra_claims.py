@@ -11,6 +11,7 @@ its namespace from the inventory, or from the same `check` input).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ from webhook.core.workloads import CLAIM_OBJECT, NAMESPACE, PodView, as_dict
 _MIB = 1024 * 1024
 
 
+@dataclass(frozen=True)
 class Params(CheckParams):
     peak_memory_label: str = "gpu-admission.io/peak-memory"
     slo_label: str = "gpu-admission.io/slo-class"

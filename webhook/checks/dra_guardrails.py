@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.check import Check, CheckParams, Rule, Violation
@@ -41,6 +42,7 @@ from webhook.core.workloads import (
 _VFIO = re.compile(r"""\.type\s*==\s*['"]vfio['"]""")
 
 
+@dataclass(frozen=True)
 class Params(CheckParams):
     # Groups (userInfo.groups) and users allowed to set the admin-access label.
     admin_access_groups: tuple[str, ...] = ("system:masters", "kubeadm:cluster-admins")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from typing import Literal
@@ -31,6 +32,7 @@ from webhook.errors import QuantityError
 EXAMPLE = "12Gi"
 
 
+@dataclass(frozen=True)
 class Params(CheckParams):
     label: str = "gpu-admission.io/peak-memory"
     require: Literal["all", "any"] = "all"

@@ -8,6 +8,7 @@ so what it would reject (fractions, requests without limits) is reported here to
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from webhook.core import mig_catalog
@@ -23,6 +24,7 @@ from webhook.core.text import PLACEHOLDER, closest, is_placeholder, listing, plu
 from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
 
 
+@dataclass(frozen=True)
 class Params(CheckParams):
     vendor_prefixes: tuple[str, ...] = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
     # Names under a vendor prefix that are not GPUs (NVIDIA network devices, for one).

@@ -8,6 +8,7 @@ share (KAI, HAMi, Volcano: webhook.core.shares) is a time-shared GPU wherever it
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from webhook.core import mig_catalog
@@ -29,12 +30,12 @@ from webhook.core.text import PLACEHOLDER, is_placeholder, listing, shown
 from webhook.core.workloads import PodView, ResourceAmount
 
 
+@dataclass(frozen=True)
 class Params(CheckParams):
     label: str = "gpu-admission.io/slo-class"
-    classes: Mapping[str, tuple[SharingMode, ...]] = {
-        "latency-sensitive": ("exclusive", "mig"),
-        "batch": SHARING_MODES,
-    }
+    classes: Mapping[str, tuple[SharingMode, ...]] = field(
+        default_factory=lambda: {"latency-sensitive": ("exclusive", "mig"), "batch": SHARING_MODES}
+    )
     gpu_resources: tuple[str, ...] = DEVICE_PLUGIN_GPUS
 
     @cached_property

@@ -46,11 +46,12 @@ class InputError(click.ClickException):
 
 
 def load_policies(directory: str, *, cluster_profile: str | None = None) -> PolicySet:
-    # Imported here, not above: pydantic comes with it, after `run` has set it up.
-    from webhook.sources.policy_files import load_policy_dir
+    # Imported here, not above: pydantic may come with it, after `run` has set it up. A
+    # set validated before comes from the cache, without pydantic (policy_cache).
+    from webhook.sources.policy_cache import load_policy_dir_cached
 
     try:
-        return load_policy_dir(directory, cluster_profile=cluster_profile)  # type: ignore[arg-type]
+        return load_policy_dir_cached(directory, cluster_profile=cluster_profile)  # type: ignore[arg-type]
     except GpuAdmissionError as exc:
         raise InputError(f"policies did not load:\n{exc}") from None
 

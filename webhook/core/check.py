@@ -3,31 +3,50 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict
-from pydantic.alias_generators import to_camel
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 from webhook.core.inventory import Inventory
 from webhook.core.paths import Path
 from webhook.core.workloads import PodView
 
 
-class CheckParams(BaseModel):
-    """Parameters of a check: camelCase in YAML, unknown keys rejected, immutable."""
+def camel(name: str) -> str:
+    """A parameter's name in YAML: `device_list_mount_dir` -> `deviceListMountDir`."""
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
 
-    def __getstate__(self) -> dict[Any, Any]:
+class ParamError(ValueError):
+    """A parameter's value a check rejects (from its Params' `__post_init__`), with the
+    parameter's YAML name: the error names that field and its line."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class CheckParams:
+    """Parameters of a check: each check's Params is a frozen dataclass of them.
+
+    Plain classes, not pydantic models: a policy set read back from the policy cache
+    (webhook.sources.policy_cache) is built without importing pydantic, which costs
+    more than the rest of a small `check` run. pydantic validates them when policy
+    files are read (webhook.sources.policy_files), with this configuration: camelCase
+    in YAML (snake_case accepted too), unknown keys rejected. A check's own rules on a
+    value go in `__post_init__`, raising ParamError."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {
+        "alias_generator": camel,
+        "populate_by_name": True,
+        "extra": "forbid",
+    }
+
+    def __getstate__(self) -> dict[str, Any]:
         # A check may cache what it derives from its parameters (functools.cached_property:
         # compiled matchers, the access rules); that is not state, and may not pickle.
-        state = super().__getstate__()
-        fields = type(self).model_fields
-        state["__dict__"] = {k: v for k, v in state["__dict__"].items() if k in fields}
-        return state
+        names = {f.name for f in fields(self)}  # type: ignore[arg-type]
+        return {k: v for k, v in self.__dict__.items() if k in names}
 
 
 @dataclass(frozen=True, slots=True)

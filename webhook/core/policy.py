@@ -1,47 +1,46 @@
-"""Policy files: Kubernetes-style YAML documents, validated with pydantic.
+"""Policies as the engine reads them: what a GPUPolicy document becomes once validated.
 
 A policy names one built-in check, its parameters, what it matches and what happens on
 a violation. A directory of them (plus WorkloadKinds documents) makes a PolicySet,
-which is immutable: the server swaps a whole new set in on reload.
+which is immutable: the server swaps a whole new set in on reload. The documents'
+schema is webhook.sources.policy_schema; nothing here imports pydantic, so that a set
+read back from the policy cache is built without it (webhook.sources.policy_cache).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any, ClassVar, Literal
 
 from webhook.core.check import Check, CheckParams
-from webhook.core.profiles import GENERIC, ClusterProfile, Mechanism, ProfileName
+from webhook.core.profiles import GENERIC, ClusterProfile
 from webhook.core.shapes import KindShape
 from webhook.core.text import glob_matcher
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 Action = Literal["deny", "warn", "dryrun"]
-_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+# What pydantic checks in these, where policy files are read (webhook.sources.policy_schema).
+_STRICT: dict[str, Any] = {"extra": "forbid"}
 
 
-class Metadata(_Strict):
-    name: str = Field(pattern=_NAME, max_length=253)
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+@dataclass(frozen=True)
+class SelectorRequirement:
+    __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
 
-
-class SelectorRequirement(_Strict):
     key: str
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[str] = []
+    values: list[str] = field(default_factory=list)
 
 
-class LabelSelector(_Strict):
-    matchLabels: dict[str, str] = {}
-    matchExpressions: list[SelectorRequirement] = []
+@dataclass(frozen=True)
+class LabelSelector:
+    __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
+
+    matchLabels: dict[str, str] = field(default_factory=dict)
+    matchExpressions: list[SelectorRequirement] = field(default_factory=list)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.matchLabels.items()):
@@ -59,105 +58,14 @@ class LabelSelector(_Strict):
         return True
 
 
-class Match(_Strict):
-    kinds: list[str] = Field(default=[], description="empty: every workload kind")
-    namespaces: list[str] = Field(default=[], description="globs; empty: all")
-    excludedNamespaces: list[str] = []
+@dataclass(frozen=True)
+class Match:
+    __pydantic_config__: ClassVar[dict[str, Any]] = _STRICT
+
+    kinds: list[str] = field(default_factory=list)  # empty: every workload kind
+    namespaces: list[str] = field(default_factory=list)  # globs; empty: all
+    excludedNamespaces: list[str] = field(default_factory=list)
     labelSelector: LabelSelector | None = None
-
-
-class PolicySpec(_Strict):
-    description: str = ""
-    enforcementAction: Action
-    match: Match = Match()
-    check: str
-    parameters: dict[str, Any] = {}
-    messagePrefix: str = ""
-
-
-class PolicyDocument(_Strict):
-    apiVersion: Literal["gpu-admission.io/v1alpha1"]
-    kind: Literal["GPUPolicy"]
-    metadata: Metadata
-    spec: PolicySpec
-
-
-_DOTTED = r"^(\$\.)?[^.\s]+(\.[^.\s]+)*$|^\.$|^\$$"  # a.b.*.c; "." the match itself
-
-
-class TemplatePath(_Strict):
-    path: str = Field(pattern=_DOTTED, description="dotted path; * is any key or item")
-    optional: bool = Field(False, description="true: an object may lack it (no finding)")
-
-
-class ContainerPath(_Strict):
-    path: str = Field(".", pattern=_DOTTED, description="relative to the pod spec; . itself")
-    resources: str = Field("resources", pattern=_DOTTED, description="its ResourceRequirements")
-    gpu: str | None = Field(None, pattern=_DOTTED, description="a {name, quantity} field")
-
-
-class PodSpecPath(TemplatePath):
-    """A pod spec held inline (nodeSelector, tolerations, containers... at `path`)."""
-
-    containers: list[ContainerPath | str] = []
-    labelsAt: list[str] = Field(
-        default=[], description="mappings holding labels/annotations; $. is the root"
-    )
-
-
-class ContainersPath(TemplatePath):
-    """Container-shaped mappings (or lists of them) with no pod spec of their own."""
-
-    resources: str = Field("resources", pattern=_DOTTED)
-    gpu: str | None = Field(None, pattern=_DOTTED)
-    labelsAt: list[str] = []
-
-
-class CustomKind(_Strict):
-    group: str
-    kind: str
-    templates: list[TemplatePath | str] = Field(
-        default=[], description="PodTemplateSpecs (metadata + spec)"
-    )
-    podSpecs: list[PodSpecPath] = []
-    containers: list[ContainersPath] = []
-
-    @model_validator(mode="after")
-    def _some_path(self) -> CustomKind:
-        if not (self.templates or self.podSpecs or self.containers):
-            raise ValueError("give at least one of templates, podSpecs, containers")
-        return self
-
-
-class WorkloadKindsSpec(_Strict):
-    customResources: list[CustomKind] = []
-    # A configured path that matches nothing in an object: its pods go unjudged.
-    unmatchedPathAction: Action = "warn"
-    # An object of no configured kind that requests GPUs anywhere: "ignore" skips it.
-    unconfiguredGpuKinds: Action | Literal["ignore"] | None = None
-
-
-class WorkloadKindsDocument(_Strict):
-    apiVersion: Literal["gpu-admission.io/v1alpha1"]
-    kind: Literal["WorkloadKinds"]
-    metadata: Metadata
-    spec: WorkloadKindsSpec
-
-
-class ClusterProfileSpec(_Strict):
-    """What the cluster adds at admission (webhook.core.profiles); unset fields follow
-    the named built-in profile."""
-
-    profile: ProfileName = "generic"
-    extendedResourceToleration: bool | None = None
-    sharing: list[Mechanism] | None = Field(default=None, max_length=16)
-
-
-class ClusterProfileDocument(_Strict):
-    apiVersion: Literal["gpu-admission.io/v1alpha1"]
-    kind: Literal["ClusterProfile"]
-    metadata: Metadata
-    spec: ClusterProfileSpec = ClusterProfileSpec()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,12 +80,27 @@ class Policy:
     message_prefix: str
     description: str
     source: str
-    # The match compiled once at load: it runs for every policy on every request, and
-    # reading pydantic attributes (private ones above all) costs more than the test.
+    # The match compiled once at load: it runs for every policy on every request.
     matches_object: Callable[[str, str], bool] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "matches_object", compile_match(self.match))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The compiled match is a closure, which does not pickle: compiled again on load.
+        return (
+            Policy,
+            (
+                self.name,
+                self.action,
+                self.match,
+                self.check,
+                self.params,
+                self.message_prefix,
+                self.description,
+                self.source,
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,29 +1,28 @@
-"""Loading policy files: a directory of YAML documents into a PolicySet, errors by file and line."""
+"""Loading policy files: a directory of YAML documents into a PolicySet, errors by file and line.
+
+pydantic (webhook.sources.policy_schema) is imported only when documents are validated:
+listing and hashing the files, as the policy cache does first, goes without it.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path as FsPath
-from typing import Literal
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, Literal
 
 from webhook.checks import registry
-from webhook.core.check import Check
-from webhook.core.policy import (
-    Action,
-    ClusterProfileDocument,
-    CustomKind,
-    Policy,
-    PolicyDocument,
-    PolicySet,
-    WorkloadKindsDocument,
-)
+from webhook.core.check import Check, CheckParams, ParamError
+from webhook.core.policy import Action, Policy, PolicySet
 from webhook.core.profiles import GENERIC, ClusterProfile, ProfileName, profile
 from webhook.core.shapes import ContainerShape, KindShape, PodShape
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
+
+if TYPE_CHECKING:  # pydantic comes with these: imported where documents are validated
+    from pydantic import TypeAdapter, ValidationError
+
+    from webhook.sources.policy_schema import ClusterProfileDocument, CustomKind
 
 TESTS_DIR = "tests"  # `gpu-admission test` suites and their Node lists: not policies
 
@@ -209,13 +208,21 @@ def _load_document(
     data = doc.data
     kind = data.get("kind") if isinstance(data, Mapping) else None
     where = f"{source}: document {doc.index} (line {doc.line})"
-    model: type[PolicyDocument] | type[WorkloadKindsDocument] | type[ClusterProfileDocument]
+    from pydantic import ValidationError
+
+    from webhook.sources import policy_schema as schema
+
+    model: (
+        type[schema.PolicyDocument]
+        | type[schema.WorkloadKindsDocument]
+        | type[schema.ClusterProfileDocument]
+    )
     if kind == "GPUPolicy":
-        model = PolicyDocument
+        model = schema.PolicyDocument
     elif kind == "WorkloadKinds":
-        model = WorkloadKindsDocument
+        model = schema.WorkloadKindsDocument
     elif kind == "ClusterProfile":
-        model = ClusterProfileDocument
+        model = schema.ClusterProfileDocument
     else:
         errors.append(
             f"{where}: kind must be GPUPolicy, WorkloadKinds or ClusterProfile, got {kind!r}"
@@ -226,10 +233,10 @@ def _load_document(
     except ValidationError as exc:
         errors.extend(_explain(exc, where, doc))
         return
-    if isinstance(parsed, ClusterProfileDocument):
+    if isinstance(parsed, schema.ClusterProfileDocument):
         shapes[2].append((f"{source}: document {doc.index}", parsed))
         return
-    if isinstance(parsed, WorkloadKindsDocument):
+    if isinstance(parsed, schema.WorkloadKindsDocument):
         kinds_spec, name = parsed.spec, parsed.metadata.name
         action = kinds_spec.unmatchedPathAction
         shapes[0].extend(
@@ -248,7 +255,7 @@ def _load_document(
         )
         return
     try:
-        params = check.params.model_validate(parsed.spec.parameters)
+        params = _params_adapter(check.params).validate_python(parsed.spec.parameters)
     except ValidationError as exc:
         errors.extend(_explain(exc, where, doc, prefix=("spec", "parameters")))
         return
@@ -267,18 +274,39 @@ def _load_document(
     )
 
 
+_ADAPTERS: dict[type[CheckParams], TypeAdapter[Any]] = {}
+
+
+def _params_adapter(params: type[CheckParams]) -> TypeAdapter[Any]:
+    """pydantic's validator of a check's Params dataclass, built once per class."""
+    adapter = _ADAPTERS.get(params)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = _ADAPTERS[params] = TypeAdapter(params)
+    return adapter
+
+
+# Unknown keys: in a pydantic model, and in a dataclass (a Match, a check's Params).
+_UNKNOWN = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
+
+
 def _explain(
     exc: ValidationError, where: str, doc: Document, prefix: tuple[str, ...] = ()
 ) -> list[str]:
     out = []
     for err in exc.errors():
         loc = (*prefix, *err["loc"])
+        got = err.get("input")
+        cause = err.get("ctx", {}).get("error")
+        if isinstance(cause, ParamError):  # a check's own rule on one of its parameters
+            loc = (*loc, cause.field)
+            got = got.get(cause.field) if isinstance(got, Mapping) else got
         field = ".".join(str(p) for p in loc) or "(document)"
         line = doc.line_of(tuple(p for p in loc if isinstance(p, str | int)))
-        got = err.get("input")
         shown = "" if err["type"] == "missing" else f" (got {got!r:.60})"
         msg = err["msg"]
-        if err["type"] == "extra_forbidden":
+        if err["type"] in _UNKNOWN:
             msg = "unknown field"
         out.append(f"{where}, line {line}, field {field}: {msg}{shown}")
     return out
