@@ -4,7 +4,9 @@ Generates N Pod manifests (one file each, as a repository of manifests holds the
 10th asks for a GPU, every 100th mounts /dev/nvidia0 by hostPath, which both tools
 deny), then runs, in one run on the same files, best of --runs:
 
-- `gpu-admission check --inventory NODES DIR` (the four shipped policies),
+- `gpu-admission check --inventory NODES DIR` (the shipped policies; from the second
+  run on, the policy set comes from the policy cache as on a user's later runs, see
+  webhook.sources.policy_cache; bench/startup.py times a cold start beside it),
 - `gator test -f gatekeeper-template.yaml -f gatekeeper-constraint.yaml -f DIR`
   (one Rego rule: hostPath under /dev/nvidia), from ../shared/tools/peers (README there),
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -13,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # The CLIs the tests run keep validated policy sets (webhook.sources.policy_cache): in a
 # directory of this run's own, not the user's ~/.cache.
 os.environ["GPU_ADMISSION_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpu-admission-test-cache-")
+atexit.register(shutil.rmtree, os.environ["GPU_ADMISSION_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -189,3 +189,22 @@ def test_an_edit_changes_the_next_check(tmp_path: Path, policies: Path) -> None:
         f.write_text(f.read_text().replace("enforcementAction: deny", "enforcementAction: warn"))
     edited = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     assert edited.returncode == 0, edited.stdout + edited.stderr
+
+
+def test_an_edit_to_the_code_is_a_miss(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key covers the modules that build and read a set (here a stand-in package
+    of one module): a newer mtime or another size is another key."""
+    package = tmp_path / "webhook"
+    package.mkdir()
+    module = package / "engine.py"
+    module.write_text("X = 1\n")
+    monkeypatch.setattr(policy_cache, "_PACKAGE", package)
+    contents = read_files(policy_files(ROOT / "policies"), ROOT / "policies")
+    before = policy_cache.entry_key(contents, None)
+    assert policy_cache.entry_key(contents, None) == before
+    os.utime(module, ns=(1, 1))
+    touched = policy_cache.entry_key(contents, None)
+    module.write_text("X = 12\n")
+    os.utime(module, ns=(1, 1))
+    assert len({before, touched, policy_cache.entry_key(contents, None)}) == 3
+    assert policy_cache.entry_key(contents, "eks") != policy_cache.entry_key(contents, None)

@@ -8,8 +8,8 @@ under a key of everything the set was built from:
 - every policy file's name and bytes (the listing webhook.sources.policy_files reads),
 - the --cluster-profile flag,
 - the code that built it and reads it back: the size and mtime of every module of
-  this package, the Python version, and pydantic's version file (a newer pydantic may
-  accept or refuse otherwise).
+  this package, the Python version, and the packages of PyYAML, pydantic and
+  pydantic-core (a newer one may read or accept a file otherwise).
 
 A set is kept only when it loaded without errors, and only when the files it was built
 from are the ones hashed for its key (the digest of what was read says so): a policy
@@ -31,6 +31,7 @@ import os
 import pickle
 import stat
 import sys
+from contextlib import suppress
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -48,6 +49,8 @@ ENV = "GPU_ADMISSION_CACHE_DIR"
 MAX_ENTRIES = 32
 _FORMAT = b"gpu-admission policy cache 1"
 _PACKAGE = Path(__file__).resolve().parents[1]  # webhook/
+# What else decides the set a policy directory makes: the YAML reader and the validator.
+_READERS = ("yaml", "pydantic", "pydantic_core")
 
 
 def load_policy_dir_cached(
@@ -92,8 +95,8 @@ def entry_key(contents: list[tuple[str, bytes]], cluster_profile: str | None) ->
 
 
 def _code_fingerprint() -> bytes:
-    """Size and mtime of every module that builds or reads a set, and of pydantic's
-    version file: an upgrade or an edit makes every earlier entry a miss."""
+    """Size and mtime of every module that builds or reads a set, and of the YAML
+    reader's and pydantic's packages: an upgrade or an edit makes every entry a miss."""
     marks = []
     for dirpath, dirnames, filenames in os.walk(_PACKAGE):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
@@ -101,14 +104,13 @@ def _code_fingerprint() -> bytes:
             if name.endswith(".py"):
                 st = os.stat(os.path.join(dirpath, name))
                 marks.append(f"{dirpath}/{name}:{st.st_size}:{st.st_mtime_ns}")
-    spec = find_spec("pydantic")  # found, not imported
-    if spec is not None and spec.origin:
-        version = Path(spec.origin).with_name("version.py")
-        try:
-            st = version.stat()
-            marks.append(f"{version}:{st.st_size}:{st.st_mtime_ns}")
-        except OSError:
-            marks.append("pydantic: no version.py")
+    for package in _READERS:
+        spec = find_spec(package)  # found, not imported
+        found: os.stat_result | None = None
+        with suppress(OSError):  # gone since it was installed: "none", a mark of its own
+            found = os.stat(spec.origin) if spec is not None and spec.origin else None
+        mark = f"{found.st_size}:{found.st_mtime_ns}" if found else "none"
+        marks.append(f"{package}:{mark}")
     return "\n".join(marks).encode()
 
 
