@@ -25,7 +25,7 @@ from webhook.core.subject import subject_of
 from webhook.errors import PolicyError
 from webhook.sources import policy_cache
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_inventory
-from webhook.sources.policy_files import load_policy_dir, policy_files, read_files
+from webhook.sources.policy_files import files_digest, load_policy_dir, policy_files, read_files
 
 MANIFESTS = EXAMPLES / "manifests"
 NODES = EXAMPLES / "cluster" / "nodes.json"
@@ -61,18 +61,23 @@ def decisions(policy_set: PolicySet) -> list[tuple[object, ...]]:
 
 
 def entry_of(directory: Path, cluster_profile: str | None = None) -> Path:
-    contents = read_files(policy_files(directory), directory)
+    digest = files_digest(read_files(policy_files(directory), directory))
     return Path(os.environ[policy_cache.ENV]) / (
-        policy_cache.entry_key(contents, cluster_profile) + ".pickle"
+        policy_cache.entry_key(digest, cluster_profile) + ".pickle"
     )
 
 
-def test_a_cached_set_judges_as_a_fresh_one(cache: Path) -> None:
+def test_a_cached_set_judges_as_a_fresh_one(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = load_policy_dir(ROOT / "policies")
-    first = policy_cache.load_policy_dir_cached(ROOT / "policies")
+    policy_cache.load_policy_dir_cached(ROOT / "policies")
     assert len(entries(cache)) == 1
+
+    def validated(*args: object, **kwargs: object) -> PolicySet:
+        raise AssertionError("validated again: the entry was not read")
+
+    monkeypatch.setattr(policy_cache, "load_policy_files", validated)
     again = policy_cache.load_policy_dir_cached(ROOT / "policies")  # read from the entry
-    assert again is not first and again.digest == fresh.digest
+    assert again.digest == fresh.digest
     assert [(p.name, p.action, p.match, p.params) for p in again.policies] == [
         (p.name, p.action, p.match, p.params) for p in fresh.policies
     ]
@@ -199,12 +204,12 @@ def test_an_edit_to_the_code_is_a_miss(tmp_path: Path, monkeypatch: pytest.Monke
     module = package / "engine.py"
     module.write_text("X = 1\n")
     monkeypatch.setattr(policy_cache, "_PACKAGE", package)
-    contents = read_files(policy_files(ROOT / "policies"), ROOT / "policies")
-    before = policy_cache.entry_key(contents, None)
-    assert policy_cache.entry_key(contents, None) == before
+    files = files_digest(read_files(policy_files(ROOT / "policies"), ROOT / "policies"))
+    before = policy_cache.entry_key(files, None)
+    assert policy_cache.entry_key(files, None) == before
     os.utime(module, ns=(1, 1))
-    touched = policy_cache.entry_key(contents, None)
+    touched = policy_cache.entry_key(files, None)
     module.write_text("X = 12\n")
     os.utime(module, ns=(1, 1))
-    assert len({before, touched, policy_cache.entry_key(contents, None)}) == 3
-    assert policy_cache.entry_key(contents, "eks") != policy_cache.entry_key(contents, None)
+    assert len({before, touched, policy_cache.entry_key(files, None)}) == 3
+    assert policy_cache.entry_key(files, "eks") != policy_cache.entry_key(files, None)

@@ -60,18 +60,19 @@ def load_policy_dir_cached(
     root = Path(directory)
     where = cache_dir()
     if where is None or not root.is_dir():
-        return _load(root, cluster_profile)  # which says what is wrong with the directory
+        # (load_policy_dir says what is wrong with the directory)
+        return load_policy_dir(root, cluster_profile=cluster_profile)
     files = policy_files(root)
     try:
-        contents = read_files(files, root)
-    except OSError:
-        return _load(root, cluster_profile)  # names the file that cannot be read
-    entry = where / (entry_key(contents, cluster_profile) + ".pickle")
+        digest = files_digest(read_files(files, root))
+    except OSError:  # load_policy_dir names the file that cannot be read
+        return load_policy_dir(root, cluster_profile=cluster_profile)
+    entry = where / (entry_key(digest, cluster_profile) + ".pickle")
     cached = _read(entry)
     if cached is not None:
         return cached
     policy_set = load_policy_files(files, root=root, cluster_profile=cluster_profile)
-    if policy_set.digest == files_digest(contents)[:16]:  # built from what was hashed
+    if policy_set.digest == digest[:16]:  # built from the bytes hashed for the key
         _write(entry, policy_set)
     return policy_set
 
@@ -85,10 +86,11 @@ def cache_dir() -> Path | None:
     return Path(base) / "gpu-admission"
 
 
-def entry_key(contents: list[tuple[str, bytes]], cluster_profile: str | None) -> str:
-    """The name of the entry for a set read from `contents` with this flag."""
+def entry_key(files: str, cluster_profile: str | None) -> str:
+    """The name of the entry for a set read from files of this digest (files_digest)
+    with this flag."""
     digest = hashlib.sha256(_FORMAT)
-    digest.update(files_digest(contents).encode())
+    digest.update(files.encode())
     digest.update(f"\0{cluster_profile or ''}\0{sys.version}\0".encode())
     digest.update(_code_fingerprint())
     return digest.hexdigest()[:32]
@@ -157,7 +159,3 @@ def _prune(where: Path) -> None:
     entries = sorted(where.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns)
     for old in entries[:-MAX_ENTRIES]:
         old.unlink(missing_ok=True)
-
-
-def _load(root: Path, cluster_profile: ProfileName | None) -> PolicySet:
-    return load_policy_dir(root, cluster_profile=cluster_profile)
