@@ -42,9 +42,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 import clustergen  # noqa: E402
 from reviews import pod  # noqa: E402
 
-from webhook.core.engine import Subject, evaluate  # noqa: E402
-from webhook.core.inventory import Inventory  # noqa: E402
-from webhook.core.nodeindex import NodeIndex  # noqa: E402
+from webhook.core.engine.evaluation import Subject, evaluate  # noqa: E402
+from webhook.core.supply.inventory import Inventory  # noqa: E402
+from webhook.core.supply.nodeindex import NodeIndex  # noqa: E402
 from webhook.serve.state import Settings, State  # noqa: E402
 from webhook.sources.files import read_inventory  # noqa: E402
 from webhook.sources.policy_files import load_policy_dir  # noqa: E402

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import time
 
-from webhook.core.dra import DraSupply
-from webhook.core.dramatch import cached, match, warm
-from webhook.core.inventory import Inventory
+from webhook.core.dra.match import cached, match, warm
+from webhook.core.dra.model import DraSupply
+from webhook.core.supply.inventory import Inventory
 
 SELECTOR = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
 CLASS = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
@@ -60,11 +60,11 @@ def run(devices: int) -> None:
     device_class = supply.classes["gpu.nvidia.com"]
     selectors = (SELECTOR + f" && {devices} > 0",)  # a selector no earlier run cached
     t = time.perf_counter()
-    first = match(inventory, device_class, selectors)
+    first = match(inventory.dra, device_class, selectors)
     first_ms = (time.perf_counter() - t) * 1e3
     t = time.perf_counter()
     for _ in range(1000):
-        match(inventory, device_class, selectors)
+        match(inventory.dra, device_class, selectors)
     cached_us = (time.perf_counter() - t) * 1e3
     changed = slice_obj(0, generation=2)
     changed["spec"]["devices"][0]["attributes"]["index"] = {"int": 99}  # type: ignore[index]
@@ -76,7 +76,7 @@ def run(devices: int) -> None:
     warm_ms = (time.perf_counter() - t) * 1e3
     after = inventory.with_dra(new_supply)
     t = time.perf_counter()
-    match(after, device_class, selectors)
+    match(after.dra, device_class, selectors)
     next_us = (time.perf_counter() - t) * 1e6
     claim = {
         "apiVersion": "resource.k8s.io/v1",

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from reviews import deployment, pod  # noqa: E402
 
 from webhook.commands.check import check_paths  # noqa: E402
-from webhook.core.engine import Subject, evaluate  # noqa: E402
+from webhook.core.engine.evaluation import Subject, evaluate  # noqa: E402
 from webhook.sources.files import read_inventory  # noqa: E402
 from webhook.sources.policy_files import load_policy_dir  # noqa: E402
 

@@ -11,12 +11,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.dra import DraSupply
-from webhook.core.engine import Decision, Subject, evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.policy import Match, Policy, PolicySet
-from webhook.core.workloads import PodView
+from webhook.core.dra.model import DraSupply
+from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.engine.evaluation import Decision, Subject, evaluate
+from webhook.core.engine.policy import Match, Policy, PolicySet
+from webhook.core.kit.violation import Violation
+from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.pods import PodView
 from webhook.sources.policy_files import load_policy_dir, load_policy_files
 
 ROOT = Path(__file__).resolve().parents[1]

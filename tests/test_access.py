@@ -9,7 +9,8 @@ import pytest
 from builders import container, pod
 
 from webhook.checks import device_injection, memory_fit, resource_names, slo_class
-from webhook.core.access import (
+from webhook.core.access.hostpaths import normalise
+from webhook.core.access.model import (
     EnvFrom,
     HostPath,
     PodAccess,
@@ -19,8 +20,7 @@ from webhook.core.access import (
     gpu_resources,
     pod_access,
 )
-from webhook.core.hostpaths import normalise
-from webhook.core.workloads import PodView, pod_views
+from webhook.core.workloads.pods import PodView, pod_views
 
 RULES = device_injection.Params().rules
 NVD = "NVIDIA_VISIBLE_DEVICES"

@@ -358,7 +358,7 @@ def test_a_broken_decision_log_does_not_fail_admission() -> None:
 
 
 def test_a_response_stays_bounded_however_many_findings() -> None:
-    from webhook.core.engine import Decision, Finding
+    from webhook.core.engine.evaluation import Decision, Finding
     from webhook.serve.admission import ANNOTATION_BUDGET, DENY_BUDGET, response
 
     def findings(action: str) -> tuple[Finding, ...]:
@@ -388,7 +388,7 @@ def test_a_response_stays_bounded_however_many_findings() -> None:
 def test_an_allowed_response_is_built_as_the_same_bytes(uid: str) -> None:
     # A decision without findings is answered from bytes made directly; they must be
     # what serialising the AdmissionReview gives.
-    from webhook.core.engine import Decision
+    from webhook.core.engine.evaluation import Decision
     from webhook.serve.admission import allowed_bytes, response
 
     for decision in (Decision(), Decision(skipped="DELETE is not judged")):

@@ -17,7 +17,7 @@ from auditobjects import (
 from builders import POLICIES, RAISE_LABEL, with_broken_check
 
 from webhook.commands.audit import Auditor, AuditReport, ObjectRef
-from webhook.core.inventory import Inventory
+from webhook.core.supply.inventory import Inventory
 from webhook.sources.policy_files import load_policy_dir
 
 PRIVILEGED = ("gpu-device-injection", "privileged")
@@ -140,7 +140,7 @@ def test_cluster_scoped_owners_have_no_namespace() -> None:
 
 
 def test_findings_are_the_same_as_at_admission() -> None:
-    from webhook.core.engine import Subject, evaluate
+    from webhook.core.engine.evaluation import Subject, evaluate
 
     obj = pod("gpu", gpus=1, labels={"gpu-admission.io/slo-class": "batch"})
     policies = load_policy_dir(POLICIES)

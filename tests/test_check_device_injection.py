@@ -21,8 +21,8 @@ from builders import (
     template_of,
 )
 
-from webhook.core.engine import Subject, evaluate
-from webhook.core.inventory import Inventory
+from webhook.core.engine.evaluation import Subject, evaluate
+from webhook.core.supply.inventory import Inventory
 
 POLICY = only("gpu-device-injection")
 FIX = (
@@ -684,7 +684,7 @@ def test_annotation_prefixes_are_key_prefixes(tmp_path: Path, prefix: str, error
     with pytest.raises(PolicyError, match=re.escape(error)) as raised:
         policy_file(tmp_path, "bad", POLICY_HEAD + f"    deviceAnnotationPrefixes: ['{prefix}']\n")
     # The field and its line, as for any other parameter's error (the Params' own rule
-    # runs after pydantic's: webhook.core.check.ParamError).
+    # runs after pydantic's: webhook.core.engine.check.ParamError).
     line = POLICY_HEAD.count("\n") + 1
     assert f"line {line}, field spec.parameters.deviceAnnotationPrefixes: " in str(raised.value)
     assert str(raised.value).endswith(f"(got ['{prefix}'])")

@@ -21,7 +21,7 @@ from builders import (
     time_sliced_node,
 )
 
-from webhook.core.inventory import Inventory
+from webhook.core.supply.inventory import Inventory
 
 POLICY = only("gpu-memory-fit")
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists"}]

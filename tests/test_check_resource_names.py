@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from builders import cluster, container, gpu, messages, node, only, pod, rules, run, template_of
 
-from webhook.core.inventory import Inventory
+from webhook.core.supply.inventory import Inventory
 
 POLICY = only("gpu-resource-names")
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists"}]

@@ -22,7 +22,7 @@ from builders import (
     template_of,
 )
 
-from webhook.core.inventory import Inventory
+from webhook.core.supply.inventory import Inventory
 
 POLICY = only("gpu-slo-class")
 TOLERATE = [{"key": "nvidia.com/gpu", "operator": "Exists"}]

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.core.cloud_offers import DEFAULT_READ, Adapter
-from webhook.core.nodes import make_offer, parse_node
-from webhook.core.profiles import BUILTIN, added_tolerations, profile
-from webhook.core.workloads import pod_views
+from webhook.core.supply.cloud_offers import DEFAULT_READ, Adapter
+from webhook.core.supply.nodes import make_offer, parse_node
+from webhook.core.supply.profiles import BUILTIN, added_tolerations, profile
+from webhook.core.workloads.pods import pod_views
 from webhook.sources.files import read_inventory
 
 NODES = Path(__file__).parent / "realworld_nodes"

@@ -19,11 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core import nodeindex
-from webhook.core.idsets import bits_of
-from webhook.core.inventory import Inventory, Node, parse_node
-from webhook.core.memo import Memo
-from webhook.core.scheduling import (
+from webhook.core.kit.idsets import bits_of
+from webhook.core.kit.memo import Memo
+from webhook.core.kit.text import listing
+from webhook.core.supply import nodeindex
+from webhook.core.supply.inventory import Inventory, Node, parse_node
+from webhook.core.supply.scheduling import (
     candidates,
     listed,
     node_listing,
@@ -34,8 +35,7 @@ from webhook.core.scheduling import (
     untolerated_among,
     untolerated_taints,
 )
-from webhook.core.text import listing
-from webhook.core.workloads import pod_views
+from webhook.core.workloads.pods import pod_views
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from clirun import gpu_admission
 
-from webhook.core.dra import Device, DraSupply, Slice, Version, parse_claim, parse_slice
-from webhook.core.dracel import SelectorCache, SelectorError
+from webhook.core.dra.cel import SelectorCache, SelectorError
+from webhook.core.dra.model import Device, DraSupply, Slice, Version, parse_claim, parse_slice
 
 ROOT = Path(__file__).resolve().parents[1]
 DRA = ROOT / "examples" / "dra"

@@ -16,8 +16,8 @@ from clirun import gpu_admission
 from reviews import review
 from starlette.testclient import TestClient
 
-from webhook.core.engine import evaluate
-from webhook.core.subject import subject_of
+from webhook.core.engine.evaluation import evaluate
+from webhook.core.engine.subject import subject_of
 from webhook.serve.decisionlog import DecisionLog
 from webhook.serve.server import create_app
 from webhook.serve.state import Settings, State

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from builders import dra_inventory
 
-from webhook.core.engine import evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.subject import subject_of
+from webhook.core.engine.evaluation import evaluate
+from webhook.core.engine.subject import subject_of
+from webhook.core.supply.inventory import Inventory
 from webhook.sources.policy_files import load_policy_dir
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ import orjson
 import yaml
 from reviews import review
 
-from webhook.core.dra import DraSupply
-from webhook.core.dramatch import cached, match_supply, warm
+from webhook.core.dra.match import cached, match, warm
+from webhook.core.dra.model import DraSupply
 from webhook.serve.decisionlog import DecisionLog
 from webhook.serve.server import create_app
 from webhook.serve.state import Settings, State
@@ -83,14 +83,14 @@ H100 = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM
 def test_a_claim_keeps_the_device_matches_and_a_slice_does_not() -> None:
     supply = DraSupply().with_object(device_class()).with_object(slice_obj("n0", 2))
     cls = supply.classes["gpu.nvidia.com"]
-    assert len(match_supply(supply, cls, (H100,)).devices) == 2
+    assert len(match(supply, cls, (H100,)).devices) == 2
     with_claim = supply.with_object(claim("a", H100))
     assert with_claim.matches is supply.matches and cached(with_claim, cls, (H100,))
     with_slice = with_claim.with_object(slice_obj("n1", 1))
     assert not cached(with_slice, cls, (H100,))
     # The warm-up works out what the previous supply was asked, on the new one.
     assert warm(with_slice, previous=with_claim) == 2  # the class alone, and H100
-    assert len(match_supply(with_slice, cls, (H100,)).devices) == 3
+    assert len(match(with_slice, cls, (H100,)).devices) == 3
 
 
 def test_a_device_class_with_opaque_config_matches() -> None:
@@ -98,7 +98,7 @@ def test_a_device_class_with_opaque_config_matches() -> None:
     config = [{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": {}}}}]
     supply = DraSupply().with_object(device_class(config=config))
     supply = supply.with_object(slice_obj("n0", 1))
-    assert len(match_supply(supply, supply.classes["gpu.nvidia.com"], ()).devices) == 1
+    assert len(match(supply, supply.classes["gpu.nvidia.com"], ()).devices) == 1
 
 
 def test_the_watches_warm_classes_and_claims_before_requests_see_them() -> None:

@@ -20,9 +20,9 @@ from builders import (
 )
 
 from webhook.checks import registry
-from webhook.core.engine import Staleness, Subject, evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
+from webhook.core.engine.evaluation import Staleness, Subject, evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.supply.inventory import Inventory
 from webhook.sources.policy_files import load_policy_files
 
 PRIVILEGED = pod(container("x", securityContext={"privileged": True}))

@@ -11,7 +11,7 @@ import yaml
 from builders import RAISE_LABEL, with_broken_check
 from reviews import pod
 
-from webhook.core.engine import Staleness, Subject, evaluate
+from webhook.core.engine.evaluation import Staleness, Subject, evaluate
 from webhook.serve.evalcache import MAX_BYTES, MAX_ENTRY_BYTES, EvaluationCache
 from webhook.sources.files import read_inventory
 from webhook.sources.policy_files import load_policy_dir

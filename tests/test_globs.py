@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 
 import pytest
 
-from webhook.core.text import glob_matcher
+from webhook.core.kit.text import glob_matcher
 
 NAMES = [
     "",

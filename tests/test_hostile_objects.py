@@ -16,9 +16,9 @@ import pytest
 from hostile import GPU, PEAK, SLO, as_kind, chain, full_pod, hostile_objects, put
 from hypothesis import HealthCheck, given, settings
 
-from webhook.core.engine import Subject, evaluate
-from webhook.core.text import MESSAGE_LIMIT
-from webhook.core.workloads import MAX_FAN_OUT
+from webhook.core.engine.evaluation import Subject, evaluate
+from webhook.core.kit.text import MESSAGE_LIMIT
+from webhook.core.workloads.pods import MAX_FAN_OUT
 from webhook.errors import WorkloadError
 from webhook.serve.evalcache import EvaluationCache
 from webhook.sources.files import read_inventory

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from builders import EXAMPLES, GPU_TAINT, node
 
-from webhook.core.inventory import Inventory, Taint, nodes_from_document
+from webhook.core.supply.inventory import Inventory, Taint, nodes_from_document
 from webhook.errors import InventoryError
 from webhook.sources.files import read_inventory
 

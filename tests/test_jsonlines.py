@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.core.paths import Path
+from webhook.core.kit.paths import Path
 from webhook.sources.jsonlines import line_in
 from webhook.sources.yamlsource import iter_documents
 

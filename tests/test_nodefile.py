@@ -12,7 +12,7 @@ import pytest
 import yaml
 from builders import EXAMPLES
 
-from webhook.core.inventory import Inventory
+from webhook.core.supply.inventory import Inventory
 from webhook.errors import InventoryError
 from webhook.sources.files import read_inventory
 from webhook.sources.nodefile import _split_list, exact_objects

@@ -18,7 +18,7 @@ from kubeclusters import Cluster, kubeclusters  # noqa: F401  (fixtures)
 from kubeclusters import cluster as cluster
 
 from webhook.commands.audit import AuditEntry, AuditReport, ObjectRef
-from webhook.core.engine import Finding
+from webhook.core.engine.evaluation import Finding
 from webhook.kube.reports_apply import apply_reports
 from webhook.reports.openreports import open_reports
 

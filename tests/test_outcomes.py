@@ -22,7 +22,7 @@ from webhook.commands.check import check_paths
 from webhook.commands.diff import diff_objects
 from webhook.commands.policytest import Case, Expect, Suite
 from webhook.commands.policytest_run import met, run_suite
-from webhook.core.engine import (
+from webhook.core.engine.evaluation import (
     ERROR_TEXT_LIMIT,
     OUTCOMES,
     Decision,
@@ -30,7 +30,7 @@ from webhook.core.engine import (
     Outcome,
     evaluate,
 )
-from webhook.core.subject import subject_of
+from webhook.core.engine.subject import subject_of
 from webhook.errors import EvaluationError
 from webhook.serve.admission import judge, parse_review
 from webhook.serve.decisionlog import DecisionLog

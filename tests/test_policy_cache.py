@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from builders import EXAMPLES, ROOT
 
-from webhook.core.engine import evaluate
-from webhook.core.policy import PolicySet
-from webhook.core.subject import subject_of
+from webhook.core.engine.evaluation import evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.subject import subject_of
 from webhook.errors import PolicyError
 from webhook.sources import policy_cache
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_inventory

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 
 from webhook.commands.audit import AuditEntry, AuditReport, ObjectRef
-from webhook.core.engine import Finding
+from webhook.core.engine.evaluation import Finding
 from webhook.reports import policyreport
 
 

@@ -23,11 +23,11 @@ from hostile import HOSTILE, POD_SLOTS, as_kind, full_pod, put
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.engine import evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
-from webhook.core.prefilter import Prefilter, plain_verdict
-from webhook.core.subject import subject_of
+from webhook.core.engine.evaluation import evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.prefilter import Prefilter, plain_verdict
+from webhook.core.engine.subject import subject_of
+from webhook.core.supply.inventory import Inventory
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import read_inventory
 from webhook.sources.policy_files import load_policy_dir

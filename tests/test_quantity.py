@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from webhook.core.quantity import (
+from webhook.core.kit.quantity import (
     MAX_VALUE,
     format_mib,
     parse_quantity,

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from reviews import pod, review
 from servers import Server
 
-from webhook.core.engine import Subject, evaluate
+from webhook.core.engine.evaluation import Subject, evaluate
 from webhook.errors import WorkloadError
 from webhook.serve.admission import DENY_BUDGET
 from webhook.serve.server import INLINE_BODY, parse_json

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from builders import POLICIES, container, gpu, run, shipped
 
-from webhook.core.engine import Finding
-from webhook.core.paths import Path as ObjPath
-from webhook.core.workloads import pod_views
+from webhook.core.engine.evaluation import Finding
+from webhook.core.kit.paths import Path as ObjPath
+from webhook.core.workloads.pods import pod_views
 from webhook.sources.policy_files import load_policy_files
 
 LABELS = {"team": "ml"}

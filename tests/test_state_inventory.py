@@ -16,7 +16,7 @@ import orjson
 import yaml
 from reviews import pod
 
-from webhook.core.engine import Subject
+from webhook.core.engine.evaluation import Subject
 from webhook.serve.state import Settings, State
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from webhook.core.subject import Subject, subject_of
+from webhook.core.engine.subject import Subject, subject_of
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from builders import container, shipped
 
-from webhook.core.workloads import PodView, pod_views
+from webhook.core.workloads.pods import PodView, pod_views
 
 
 def tpl(app: str, *containers: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.core.paths import format_path
+from webhook.core.kit.paths import format_path
 from webhook.errors import ManifestError
 from webhook.sources.yamlsource import iter_documents
 

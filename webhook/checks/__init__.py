@@ -6,7 +6,7 @@ file uses (`spec.check`) to it. Checks never see kinds, files or requests.
 
 from __future__ import annotations
 
-from webhook.core.check import Check
+from webhook.core.engine.check import Check
 
 
 def registry() -> dict[str, Check]:

@@ -4,7 +4,7 @@ hostPath device nodes (and their aliases), the device-list volume mount, device-
 variables in env or possibly in envFrom, CDI and NRI device annotations, and privileged
 mode all hand a container GPUs the scheduler never counted: two Pods then share one GPU
 without knowing, and health checks miss it. What each container reaches is worked out
-once, in `webhook.core.access`; this check only words the findings.
+once, in `webhook.core.access.model`; this check only words the findings.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from webhook.core.access import (
+from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
+from webhook.core.access.hostpaths import device_vendors
+from webhook.core.access.model import (
     AccessRules,
     EnvFrom,
     GpuResources,
@@ -24,14 +26,13 @@ from webhook.core.access import (
     gpu_resources,
     pod_access,
 )
-from webhook.core.check import Check, CheckParams, ParamError, Rule, Violation, camel
-from webhook.core.gpuresources import DEVICE_PLUGIN_GPUS
-from webhook.core.hostpaths import device_vendors
-from webhook.core.inventory import Inventory
-from webhook.core.paths import format_path
-from webhook.core.scheduling import allowed_nodes
-from webhook.core.text import shown
-from webhook.core.workloads import ContainerRef, PodView
+from webhook.core.engine.check import Check, CheckParams, ParamError, Rule, camel
+from webhook.core.kit.paths import format_path
+from webhook.core.kit.text import shown
+from webhook.core.kit.violation import Violation
+from webhook.core.supply.inventory import Inventory
+from webhook.core.supply.scheduling import allowed_nodes
+from webhook.core.workloads.pods import ContainerRef, PodView
 
 FIX = (
     "request GPUs through resources.limits (e.g. nvidia.com/gpu: 1) so the device plugin "
@@ -42,7 +43,7 @@ BYPASS = (
     "hand the same GPU to another Pod"
 )
 LATER = "an ephemeral container kubectl debug adds under that name would get them"
-# What a host path of another vendor's GPU is replaced with (webhook.core.hostpaths
+# What a host path of another vendor's GPU is replaced with (webhook.core.access.hostpaths
 # device_vendors): that vendor's device plugin mounts the device nodes itself.
 VENDOR_FIX = {
     ("AMD",): "request GPUs through resources.limits (amd.com/gpu: 1) so the AMD device "

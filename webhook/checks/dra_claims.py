@@ -15,16 +15,18 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.dra import ClaimSpec, ExactRequest, parse_claim
-from webhook.core.drafindings import joint, mixed, tainted, tolerations
-from webhook.core.drajoint import Ask
-from webhook.core.dramatch import Match, match, selector_hints
-from webhook.core.inventory import Inventory
-from webhook.core.paths import Path, format_path
-from webhook.core.quantity import format_mib, quantity_or_none
-from webhook.core.text import closest, listing, plural, shown
-from webhook.core.workloads import CLAIM_OBJECT, NAMESPACE, PodView, as_dict
+from webhook.core.dra.findings import joint, mixed, tainted, tolerations
+from webhook.core.dra.joint import Ask
+from webhook.core.dra.match import Match, match, selector_hints
+from webhook.core.dra.model import ClaimSpec, ExactRequest, parse_claim
+from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.kit.dicts import as_dict
+from webhook.core.kit.paths import Path, format_path
+from webhook.core.kit.quantity import format_mib, quantity_or_none
+from webhook.core.kit.text import closest, listing, plural, shown
+from webhook.core.kit.violation import Violation
+from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.pods import CLAIM_OBJECT, NAMESPACE, PodView
 
 _MIB = 1024 * 1024
 
@@ -68,7 +70,7 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
             asks: list[Ask] = []
             context = _Context(pod, params)
             yield from _claim(claim, inventory, context, params, base, None, asks)
-            yield from joint(inventory, asks, base, f'{claim.kind} "{shown(claim.name)}"')
+            yield from joint(inventory.dra, asks, base, f'{claim.kind} "{shown(claim.name)}"')
         return
     items = pod.spec.get("resourceClaims")
     if type(items) is not list or not items:
@@ -101,7 +103,7 @@ def _pod_claims(
             if supply.known:
                 where = f'pod claim "{shown(item.get("name"))}" ({format_path(path)}): '
                 yield from _claim(claim, inventory, context, params, (*path, field), where, asks)
-    yield from joint(inventory, asks, pod.where("resourceClaims"), "the pod")
+    yield from joint(inventory.dra, asks, pod.where("resourceClaims"), "the pod")
 
 
 def _missing(
@@ -146,7 +148,7 @@ def _claim(
             if found:
                 findings.extend(found)
                 continue
-            m = match(inventory, inventory.dra.classes[alt.device_class], alt.selectors)
+            m = match(inventory.dra, inventory.dra.classes[alt.device_class], alt.selectors)
             feasible.append((alt, m))
             if not request.first_available:
                 break
@@ -195,7 +197,7 @@ def _exact(alt: ExactRequest, inventory: Inventory, what: str, path: Path) -> It
             f"the Pod stays Pending; {hint}",
         )
         return
-    m = match(inventory, device_class, alt.selectors)
+    m = match(inventory.dra, device_class, alt.selectors)
     if m.broken is not None:
         expression, why = m.broken
         yield Violation(
@@ -239,8 +241,8 @@ def _no_device(
     alt: ExactRequest, inventory: Inventory, what: str, path: Path, m: Match
 ) -> Violation:
     device_class = inventory.dra.classes[alt.device_class]
-    class_devices = match(inventory, device_class, ()).devices
-    hints = selector_hints(inventory, device_class, alt.selectors)
+    class_devices = match(inventory.dra, device_class, ()).devices
+    hints = selector_hints(inventory.dra, device_class, alt.selectors)
     selectors = " && ".join(alt.selectors) or "(none)"
     return Violation(
         "selector-matches-nothing",

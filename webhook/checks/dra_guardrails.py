@@ -23,20 +23,21 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.dra import ClaimSpec, DraSupply, parse_claim
-from webhook.core.inventory import Inventory
-from webhook.core.paths import Path
-from webhook.core.subject import Subject
-from webhook.core.text import listing, shown
-from webhook.core.workloads import (
+from webhook.core.dra.model import ClaimSpec, DraSupply, parse_claim
+from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.engine.subject import Subject
+from webhook.core.kit.dicts import as_dict
+from webhook.core.kit.paths import Path
+from webhook.core.kit.text import listing, shown
+from webhook.core.kit.violation import Violation
+from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.pods import (
     ADMIN_ACCESS_LABEL,
     CLAIM_OBJECT,
     NAMESPACE,
     NAMESPACE_OBJECT,
     REQUEST,
     PodView,
-    as_dict,
 )
 
 _VFIO = re.compile(r"""\.type\s*==\s*['"]vfio['"]""")

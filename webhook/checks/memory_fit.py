@@ -3,7 +3,7 @@
 The `Ngb` in a MIG profile name is nominal (`1g.10gb` exposes 9856 MiB on an A100), so
 the peak is compared MiB to MiB with what nodes advertise (GFD labels), else with the
 MIG catalog, never with the name. A time-sliced or MPS replica counts on 1/replicas. A
-GPU share (KAI, HAMi, Volcano: webhook.core.shares) counts on what it asks for: its MiB,
+GPU share (KAI, HAMi, Volcano: webhook.core.access.shares) counts on what it asks for: its MiB,
 or its fraction of the memory of the devices where it can land.
 """
 
@@ -16,17 +16,24 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Literal
 
-from webhook.core import mig_catalog
-from webhook.core.access import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
-from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.gpuresources import DEVICE_PLUGIN_GPUS
-from webhook.core.inventory import Inventory, Offer
-from webhook.core.paths import format_path
-from webhook.core.quantity import format_mib, to_mib
-from webhook.core.scheduling import Candidates, candidates, node_listing, offered, pin_selector
-from webhook.core.shares import asks, memory_request
-from webhook.core.text import PLACEHOLDER, is_placeholder, matches_any, shown
-from webhook.core.workloads import PodView, ResourceAmount
+from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
+from webhook.core.access.model import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
+from webhook.core.access.shares import asks, memory_request
+from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.kit.paths import format_path
+from webhook.core.kit.quantity import format_mib, to_mib
+from webhook.core.kit.text import PLACEHOLDER, is_placeholder, matches_any, shown
+from webhook.core.kit.violation import Violation
+from webhook.core.supply import mig_catalog
+from webhook.core.supply.inventory import Inventory, Offer
+from webhook.core.supply.scheduling import (
+    Candidates,
+    candidates,
+    node_listing,
+    offered,
+    pin_selector,
+)
+from webhook.core.workloads.pods import PodView, ResourceAmount
 from webhook.errors import QuantityError
 
 EXAMPLE = "12Gi"

@@ -11,17 +11,25 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from webhook.core import mig_catalog
-from webhook.core.access import GpuResources, gpu_amounts, gpu_requests, gpu_resources
-from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.dramatch import extended_classes, extended_match
-from webhook.core.inventory import Inventory
-from webhook.core.nearlabels import selector_hint
-from webhook.core.paths import Path, format_path
-from webhook.core.quantity import quantity_or_none
-from webhook.core.scheduling import candidates, first_offers, listed, placement_spec, rejection
-from webhook.core.text import PLACEHOLDER, closest, is_placeholder, listing, plural, shown
-from webhook.core.workloads import Count, PodView, ResourceAmount, as_dict
+from webhook.core.access.model import GpuResources, gpu_amounts, gpu_requests, gpu_resources
+from webhook.core.dra.match import extended_classes, extended_match
+from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.kit.dicts import as_dict
+from webhook.core.kit.paths import Path, format_path
+from webhook.core.kit.quantity import quantity_or_none
+from webhook.core.kit.text import PLACEHOLDER, closest, is_placeholder, listing, plural, shown
+from webhook.core.kit.violation import Violation
+from webhook.core.supply import mig_catalog
+from webhook.core.supply.inventory import Inventory
+from webhook.core.supply.nearlabels import selector_hint
+from webhook.core.supply.scheduling import (
+    candidates,
+    first_offers,
+    listed,
+    placement_spec,
+    rejection,
+)
+from webhook.core.workloads.pods import Count, PodView, ResourceAmount
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,7 @@ def _unknown_names(
         if a.resource in known or a.resource in reported:
             continue
         reported.add(a.resource)
-        if extended_classes(inventory, a.resource):
+        if extended_classes(inventory.dra, a.resource):
             continue  # KEP-5004: a DeviceClass serves it through DRA (see _dra_capacity)
         vendor = next(p for p in params.vendor_prefixes if a.resource.startswith(p))
         names = sorted(n for n in known if n.startswith(vendor))
@@ -203,12 +211,12 @@ def _dra_capacity(
 ) -> Iterator[Violation]:
     """An extended resource that a DeviceClass maps to DRA devices (KEP-5004): the
     scheduler allocates that many devices of the class on one node."""
-    found = extended_match(inventory, resource)
+    found = extended_match(inventory.dra, resource)
     if found is None or found.broken is not None or found.errors:
         return  # not DRA-backed, or a selector only the dra-claims check can word
     node, most = found.most_on_one_node
     if wanted > most:
-        classes = ", ".join(c.name for c in extended_classes(inventory, resource))
+        classes = ", ".join(c.name for c in extended_classes(inventory.dra, resource))
         where = f" (node {node})" if node else ""
         yield Violation(
             "insufficient-capacity",

@@ -2,7 +2,7 @@
 
 Time-slicing shares a GPU's time and memory with no isolation: a latency-sensitive
 service on it sees unbounded tail latency. Each class lists the modes it accepts. A GPU
-share (KAI, HAMi, Volcano: webhook.core.shares) is a time-shared GPU wherever it lands.
+share (KAI, HAMi, Volcano: webhook.core.access.shares) is a time-shared GPU wherever it lands.
 """
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from webhook.core import mig_catalog
-from webhook.core.access import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
-from webhook.core.check import Check, CheckParams, Rule, Violation
-from webhook.core.gpuresources import DEVICE_PLUGIN_GPUS
-from webhook.core.inventory import SHARING_MODES, Inventory, Offer, SharingMode
-from webhook.core.paths import format_path
-from webhook.core.scheduling import (
+from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
+from webhook.core.access.model import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
+from webhook.core.access.shares import asks, mig_option, own_device
+from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.kit.paths import format_path
+from webhook.core.kit.text import PLACEHOLDER, is_placeholder, listing, shown
+from webhook.core.kit.violation import Violation
+from webhook.core.supply import mig_catalog
+from webhook.core.supply.inventory import SHARING_MODES, Inventory, Offer, SharingMode
+from webhook.core.supply.scheduling import (
     candidates,
     node_listing,
     offered,
@@ -25,9 +28,7 @@ from webhook.core.scheduling import (
     placement_spec,
     untolerated_among,
 )
-from webhook.core.shares import asks, mig_option, own_device
-from webhook.core.text import PLACEHOLDER, is_placeholder, listing, shown
-from webhook.core.workloads import PodView, ResourceAmount
+from webhook.core.workloads.pods import PodView, ResourceAmount
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ import click
 from webhook import __version__
 from webhook.cli import process
 from webhook.cli.lazy import LazyGroup
-from webhook.core.profiles import PROFILE_NAMES
+from webhook.core.supply.profiles import PROFILE_NAMES
 from webhook.errors import GpuAdmissionError
 
 if TYPE_CHECKING:
-    from webhook.core.policy import PolicySet
+    from webhook.core.engine.policy import PolicySet
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -20,8 +20,8 @@ from webhook.cli import (
 from webhook.cli.progress import Progress
 from webhook.commands.audit import Auditor, AuditReport, FailOn
 from webhook.commands.auditdump import audit_dumps
-from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
+from webhook.core.engine.policy import PolicySet
+from webhook.core.supply.inventory import Inventory
 from webhook.errors import GpuAdmissionError
 from webhook.sources.dumps import Sourced
 from webhook.sources.files import read_inventory

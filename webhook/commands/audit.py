@@ -18,13 +18,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.core.engine import Finding, evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.paths import Path
-from webhook.core.policy import PolicySet
-from webhook.core.prefilter import Prefilter, plain_verdict
-from webhook.core.subject import Subject, namespace_of, subject_of
-from webhook.core.workloads import BUILTIN_TEMPLATES, api_group, as_dict, as_list
+from webhook.core.engine.evaluation import Finding, evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.prefilter import Prefilter, plain_verdict
+from webhook.core.engine.subject import Subject, subject_of
+from webhook.core.kit.dicts import api_group, as_dict, as_list
+from webhook.core.kit.paths import Path
+from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.identity import namespace_of
+from webhook.core.workloads.pods import BUILTIN_TEMPLATES
 from webhook.errors import GpuAdmissionError
 
 FailOn = Literal["deny", "warn", "never"]

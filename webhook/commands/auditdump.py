@@ -18,8 +18,8 @@ from typing import Any
 
 from webhook.commands.audit import Auditor, AuditState
 from webhook.commands.parallel import workers_available
-from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
+from webhook.core.engine.policy import PolicySet
+from webhook.core.supply.inventory import Inventory
 from webhook.errors import ManifestError
 from webhook.sources import dumpsplit
 from webhook.sources.dumps import display_name, read_dump

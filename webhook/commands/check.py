@@ -7,14 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from webhook.core.dra import CLAIM_KINDS, DRA_KINDS
-from webhook.core.dra import GROUP as DRA_GROUP
-from webhook.core.engine import Finding, evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.paths import Path
-from webhook.core.policy import PolicySet
-from webhook.core.prefilter import Prefilter, plain_verdict
-from webhook.core.subject import DEFAULT_NAMESPACE, namespace_of, shown_name, subject_of
+from webhook.core.dra.model import CLAIM_KINDS, DRA_KINDS
+from webhook.core.dra.model import GROUP as DRA_GROUP
+from webhook.core.engine.evaluation import Finding, evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.prefilter import Prefilter, plain_verdict
+from webhook.core.engine.subject import DEFAULT_NAMESPACE, subject_of
+from webhook.core.kit.paths import Path
+from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.identity import namespace_of, shown_name
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 

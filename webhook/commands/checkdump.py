@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.commands.check import Run, check_object, merged_in_order
-from webhook.core.inventory import Inventory
-from webhook.core.paths import Path
-from webhook.core.policy import PolicySet
-from webhook.core.prefilter import Prefilter
+from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.prefilter import Prefilter
+from webhook.core.kit.paths import Path
+from webhook.core.supply.inventory import Inventory
 from webhook.sources import dumpsplit
 from webhook.sources.jsonlines import line_in
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from webhook.checks import device_injection, resource_names
-from webhook.core.access import AccessRules
+from webhook.core.access.model import AccessRules
 from webhook.core.diagnosis.classify import diagnose
 from webhook.core.diagnosis.cluster import ClusterFacts, NodeUse
 from webhook.core.diagnosis.drafacts import DraCollector
@@ -39,9 +39,9 @@ from webhook.core.diagnosis.facts import (
     scheduler_event,
 )
 from webhook.core.diagnosis.requests import pod_requests
-from webhook.core.dra import CLAIM_KINDS, SUPPLY_KINDS
-from webhook.core.policy import PolicySet
-from webhook.core.workloads import as_dict
+from webhook.core.dra.model import CLAIM_KINDS, SUPPLY_KINDS
+from webhook.core.engine.policy import PolicySet
+from webhook.core.kit.dicts import as_dict
 from webhook.errors import InventoryError
 
 # Kinds of the DRA API: the dra-unallocatable domain reads them (webhook.core.diagnosis.dra).

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.core.engine import Decision, Finding, Outcome, evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.paths import format_path
-from webhook.core.policy import PolicySet
-from webhook.core.subject import shown_name, subject_of
-from webhook.core.workloads import as_dict
+from webhook.core.engine.evaluation import Decision, Finding, Outcome, evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.subject import subject_of
+from webhook.core.kit.dicts import as_dict
+from webhook.core.kit.paths import format_path
+from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.identity import shown_name
 from webhook.sources.dumps import Sourced
 
 Change = Literal["became-denied", "became-allowed", "changed"]

@@ -24,8 +24,8 @@ from webhook.commands.check import (
     merged_in_order,
     with_dra_objects,
 )
-from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
+from webhook.core.engine.policy import PolicySet
+from webhook.core.supply.inventory import Inventory
 from webhook.sources.files import expand_paths
 
 if TYPE_CHECKING:

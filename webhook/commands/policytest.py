@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from webhook.core.engine import Outcome
-from webhook.core.inventory import Inventory, nodes_from_document
-from webhook.core.policy import PolicySet
-from webhook.core.workloads import as_dict, as_list
+from webhook.core.engine.evaluation import Outcome
+from webhook.core.engine.policy import PolicySet
+from webhook.core.kit.dicts import as_dict, as_list
+from webhook.core.supply.inventory import Inventory, nodes_from_document
 from webhook.errors import GpuAdmissionError, ManifestError
 from webhook.sources.files import SourceObject, iter_objects, read_inventory, read_text
 from webhook.sources.policy_files import load_policy_dir

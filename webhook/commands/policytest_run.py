@@ -15,8 +15,8 @@ from webhook.commands.policytest import (
     is_suite_file,
     load_suites,
 )
-from webhook.core.engine import Decision, Outcome, evaluate
-from webhook.core.subject import subject_of
+from webhook.core.engine.evaluation import Decision, Outcome, evaluate
+from webhook.core.engine.subject import subject_of
 from webhook.sources.files import MANIFEST_SUFFIXES
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 from kubernetes import client as k8s
 
-from webhook.core.inventory import Inventory
-from webhook.core.shapes import KindShape
+from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.shapes import KindShape
 from webhook.errors import InventoryError
 from webhook.kube.client import (
     BUILTIN_WORKLOADS,

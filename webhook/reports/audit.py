@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 
 from webhook.commands.audit import AuditEntry, AuditReport, ObjectRef
-from webhook.core.paths import format_path
-from webhook.core.text import plural
+from webhook.core.kit.paths import format_path
+from webhook.core.kit.text import plural
 from webhook.reports.style import Style
 
 _COLOURS = {"deny": "red", "warn": "yellow", "dryrun": "cyan"}

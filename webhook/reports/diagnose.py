@@ -11,7 +11,7 @@ import orjson
 
 from webhook.commands.diagnose import DiagnoseReport
 from webhook.core.diagnosis.evidence import Domain, Evidence
-from webhook.core.text import listing, plural
+from webhook.core.kit.text import listing, plural
 from webhook.reports.style import Style
 
 _FOLDED_NAMES = 3

@@ -8,7 +8,7 @@ import click
 import orjson
 
 from webhook.commands.diff import HEADINGS, DiffReport
-from webhook.core.engine import Finding
+from webhook.core.engine.evaluation import Finding
 
 
 def render_json(report: DiffReport) -> str:

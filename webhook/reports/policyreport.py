@@ -18,7 +18,7 @@ import orjson
 import yaml
 
 from webhook.commands.audit import AuditEntry, AuditReport
-from webhook.core.paths import format_path
+from webhook.core.kit.paths import format_path
 
 API_VERSION = "wgpolicyk8s.io/v1alpha2"
 SOURCE = "gpu-admission"

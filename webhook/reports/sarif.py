@@ -15,7 +15,7 @@ import orjson
 
 from webhook import __version__
 from webhook.commands.check import Result, Run
-from webhook.core.policy import Policy, PolicySet
+from webhook.core.engine.policy import Policy, PolicySet
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LOAD_RULE = "gpu-admission/load"  # the rule of a run whose policies or inventory failed

@@ -19,11 +19,11 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from webhook.core.engine import Decision, Finding, Staleness, evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
-from webhook.core.subject import Subject, subject_of
-from webhook.core.text import clip
+from webhook.core.engine.evaluation import Decision, Finding, Staleness, evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.subject import Subject, subject_of
+from webhook.core.kit.text import clip
+from webhook.core.supply.inventory import Inventory
 from webhook.errors import EvaluationError, ReviewError
 
 API_VERSION = "admission.k8s.io/v1"

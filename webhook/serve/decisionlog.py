@@ -12,9 +12,9 @@ from typing import IO
 
 import orjson
 
-from webhook.core.engine import Decision
-from webhook.core.subject import shown_name
-from webhook.core.text import shown
+from webhook.core.engine.evaluation import Decision
+from webhook.core.kit.text import shown
+from webhook.core.workloads.identity import shown_name
 from webhook.serve.admission import AdmissionRequest
 from webhook.serve.state import State
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from webhook.core.engine import Decision, Finding, Staleness, Subject, evaluate
-from webhook.core.inventory import Inventory
-from webhook.core.policy import PolicySet
+from webhook.core.engine.evaluation import Decision, Finding, Staleness, Subject, evaluate
+from webhook.core.engine.policy import PolicySet
+from webhook.core.supply.inventory import Inventory
 
 _TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]{5}")
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")

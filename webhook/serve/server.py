@@ -44,9 +44,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from webhook.core.dra import CLAIM_KINDS, parse_claim
-from webhook.core.dramatch import claim_cached
-from webhook.core.engine import Decision, Outcome, evaluate
+from webhook.core.dra.match import claim_cached
+from webhook.core.dra.model import CLAIM_KINDS, parse_claim
+from webhook.core.engine.evaluation import Decision, Outcome, evaluate
 from webhook.errors import ReviewError, WorkloadError
 from webhook.serve import metrics
 from webhook.serve.admission import (

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from webhook.core.dra import CLAIM_KINDS, ClaimSpec, DraSupply
-from webhook.core.dramatch import warm
-from webhook.core.engine import StaleAction, Staleness
-from webhook.core.inventory import Inventory, Node, parse_node
-from webhook.core.policy import PolicySet
+from webhook.core.dra.match import warm
+from webhook.core.dra.model import CLAIM_KINDS, ClaimSpec, DraSupply
+from webhook.core.engine.evaluation import StaleAction, Staleness
+from webhook.core.engine.policy import PolicySet
+from webhook.core.supply.inventory import Inventory, Node, parse_node
 from webhook.errors import GpuAdmissionError, InventoryError
 from webhook.serve import metrics
 from webhook.serve.evalcache import EvaluationCache

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any
 
-from webhook.core.cloud_offers import DEFAULT_READ, Adapter
-from webhook.core.dra import DRA_KINDS, DraSupply
-from webhook.core.dra import EMPTY as NO_DRA
-from webhook.core.inventory import Inventory
-from webhook.core.paths import Path
+from webhook.core.dra.model import DRA_KINDS, DraSupply
+from webhook.core.dra.model import EMPTY as NO_DRA
+from webhook.core.kit.paths import Path
+from webhook.core.supply.cloud_offers import DEFAULT_READ, Adapter
+from webhook.core.supply.inventory import Inventory
 from webhook.errors import InventoryError, ManifestError
 from webhook.sources.nodefile import Fallback, exact_objects, node_objects
 from webhook.sources.yamlsource import Document, iter_documents

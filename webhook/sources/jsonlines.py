@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import orjson
 
-from webhook.core.paths import Path
+from webhook.core.kit.paths import Path
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
 

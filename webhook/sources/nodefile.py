@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from webhook.core.dra import DRA_KINDS
-from webhook.core.inventory import nodes_from_document
+from webhook.core.dra.model import DRA_KINDS
+from webhook.core.supply.inventory import nodes_from_document
 from webhook.errors import InventoryError, ManifestError
 from webhook.sources.bounds import TooDeep, loads_json
 from webhook.sources.yamlsource import iter_documents

@@ -35,8 +35,8 @@ from contextlib import suppress
 from importlib.util import find_spec
 from pathlib import Path
 
-from webhook.core.policy import PolicySet
-from webhook.core.profiles import ProfileName
+from webhook.core.engine.policy import PolicySet
+from webhook.core.supply.profiles import ProfileName
 from webhook.sources.policy_files import (
     files_digest,
     load_policy_dir,

@@ -12,10 +12,10 @@ from pathlib import Path as FsPath
 from typing import TYPE_CHECKING, Any, Literal
 
 from webhook.checks import registry
-from webhook.core.check import Check, CheckParams, ParamError
-from webhook.core.policy import Action, Policy, PolicySet
-from webhook.core.profiles import GENERIC, ClusterProfile, ProfileName, profile
-from webhook.core.shapes import ContainerShape, KindShape, PodShape
+from webhook.core.engine.check import Check, CheckParams, ParamError
+from webhook.core.engine.policy import Action, Policy, PolicySet
+from webhook.core.supply.profiles import GENERIC, ClusterProfile, ProfileName, profile
+from webhook.core.workloads.shapes import ContainerShape, KindShape, PodShape
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
 

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from webhook.core.policy import Action, Match
-from webhook.core.profiles import Mechanism, ProfileName
+from webhook.core.engine.policy import Action, Match
+from webhook.core.supply.profiles import Mechanism, ProfileName
 
 _NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
@@ -108,7 +108,7 @@ class WorkloadKindsDocument(_Strict):
 
 
 class ClusterProfileSpec(_Strict):
-    """What the cluster adds at admission (webhook.core.profiles); unset fields follow
+    """What the cluster adds at admission (webhook.core.supply.profiles); unset fields follow
     the named built-in profile."""
 
     profile: ProfileName = "generic"

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from webhook.core.paths import Path
+from webhook.core.kit.paths import Path
 from webhook.errors import ManifestError
 from webhook.sources.bounds import MAX_DEPTH
 from webhook.sources.yamlfast import MemoResolver, Unusual, build

@@ -15,8 +15,8 @@ from webhook.core.diagnosis.gpunodes import (
     broken_nodes,
     mig_single_products,
 )
-from webhook.core.mig_catalog import catalog_resource_names, profile_for_resource
-from webhook.core.text import closest, listing, plural
+from webhook.core.kit.text import closest, listing, plural
+from webhook.core.supply.mig_catalog import catalog_resource_names, profile_for_resource
 
 
 def absent(case: Case, resource: str) -> Finding:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from webhook.core.access.gpuresources import GpuResources
 from webhook.core.diagnosis.cluster import ClusterFacts
 from webhook.core.diagnosis.evidence import Fact
 from webhook.core.diagnosis.facts import NodeFacts, PendingPod
 from webhook.core.diagnosis.placement import Placement
 from webhook.core.diagnosis.units import shown
-from webhook.core.gpuresources import GpuResources
 
 SHOWN_NODES = 3  # nodes a finding lists facts for; the rest are counted
 SHOWN_HOLDERS = 5

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from webhook.core.access.gpuresources import GpuResources
 from webhook.core.diagnosis import dra
 from webhook.core.diagnosis.absent import absent, broken_finding
 from webhook.core.diagnosis.capacity import can_hold, fit_now
@@ -24,7 +25,6 @@ from webhook.core.diagnosis.room import exceeds, exhausted
 from webhook.core.diagnosis.scheduler import parse_message
 from webhook.core.diagnosis.units import PODS, shown
 from webhook.core.diagnosis.verdicts import excluded, fits, gated, no_gpu, unavailable
-from webhook.core.gpuresources import GpuResources
 
 
 def diagnose(

@@ -2,7 +2,7 @@
 nodes match this nodeSelector" is a few set operations), what bound Pods use on each
 node, the Pods holding GPUs, and the GPU daemons per node.
 
-Node ids are positions, as in `webhook.core.nodeindex`: `nodes[i]` is the node with id
+Node ids are positions, as in `webhook.core.supply.nodeindex`: `nodes[i]` is the node with id
 i, and a set of nodes is an int whose bit i stands for node i.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 from webhook.core.diagnosis.drafacts import NO_DRA, DraFacts
 from webhook.core.diagnosis.facts import DaemonPod, Holder, NodeFacts
 from webhook.core.diagnosis.requests import Want
-from webhook.core.idsets import ids_of
-from webhook.core.inventory import Inventory
+from webhook.core.kit.idsets import ids_of
+from webhook.core.supply.inventory import Inventory
 
 
 class NodeUse:
@@ -65,7 +65,7 @@ class ClusterFacts:
         dra: DraFacts = NO_DRA,
     ) -> None:
         self.nodes = tuple(nodes)
-        # The DRA supply rides on the inventory: webhook.core.dramatch memoises on it.
+        # The DRA supply rides on the inventory: webhook.core.dra.match memoises on it.
         self.inventory = Inventory.from_parsed(f.node for f in self.nodes).with_dra(dra.supply)
         self.dra = dra
         empty = NodeUse()

@@ -9,33 +9,33 @@ in order, the first of
   scheduler: "cannot allocate all claims"), with the nearest attribute value;
 - too few matching devices are left once those with a NoSchedule/NoExecute taint the
   request does not tolerate are set aside (KEP-5055; the same rule as the check's
-  device-tainted, webhook.core.drafindings);
+  device-tainted, webhook.core.dra.findings);
 - every matching device is allocated: a ResourceClaim's `status.allocation` holds it
   (k8s.io/api resource/v1 AllocationResult.Devices.Results: driver, pool, device);
   the claims holding them are named. All devices of one claim come from one node, so
   the count is compared per node.
 Then, when each claim can be allocated alone: all of them together from one node (the
-check's claims-exceed-node, webhook.core.drajoint). A request with `firstAvailable` fails
+check's claims-exceed-node, webhook.core.dra.joint). A request with `firstAvailable` fails
 only when every alternative fails; the last
 one's reason is the verdict. The devices a (class, selectors) pair can get come from
-webhook.core.dramatch, the same as the gpu-dra-claims check's.
+webhook.core.dra.match, the same as the gpu-dra-claims check's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from webhook.core.access.grants import PodClaim
 from webhook.core.diagnosis.case import SHOWN_HOLDERS, Case
 from webhook.core.diagnosis.drafacts import DeviceKey, Holding
 from webhook.core.diagnosis.evidence import Fact, Finding
-from webhook.core.dra import ClaimSpec, Device, DraSupply, ExactRequest
-from webhook.core.drafindings import Blocked, blocked_by_taints
-from webhook.core.drajoint import Ask, best_node
-from webhook.core.dramatch import Match, match, selector_hints
-from webhook.core.drataints import describe
-from webhook.core.grants import PodClaim
-from webhook.core.inventory import Inventory
-from webhook.core.text import closest, listing, plural, shown
+from webhook.core.dra.findings import Blocked, blocked_by_taints
+from webhook.core.dra.joint import Ask, best_node
+from webhook.core.dra.match import Match, match, selector_hints
+from webhook.core.dra.model import ClaimSpec, Device, DraSupply, ExactRequest
+from webhook.core.dra.taints import describe
+from webhook.core.kit.text import closest, listing, plural, shown
+from webhook.core.supply.inventory import Inventory
 
 SOURCES = {
     "resourceClaimName": "ResourceClaim",
@@ -75,7 +75,7 @@ def judge(case: Case, *, usable: int) -> Finding | None:
                 return found
             if not request.first_available:  # the scheduler may take another alternative
                 alt = request.alternatives[0]
-                m = match(inventory, facts.supply.classes[alt.device_class], alt.selectors)
+                m = match(inventory.dra, facts.supply.classes[alt.device_class], alt.selectors)
                 asks.append(Ask(f'claim "{claim.name}" request "{alt.name}"', alt, m))
     return _jointly(facts.supply, asks) if len(asks) > 1 else None
 
@@ -83,7 +83,7 @@ def judge(case: Case, *, usable: int) -> Finding | None:
 def _jointly(supply: DraSupply, asks: list[Ask]) -> Finding | None:
     """Each claim can be allocated alone, and all of them from no one node: the
     scheduler takes every device of a Pod's claims from the node it picks (the same rule
-    as the check's claims-exceed-node, webhook.core.drajoint)."""
+    as the check's claims-exceed-node, webhook.core.dra.joint)."""
     found = best_node(supply, asks)
     if found is None:
         return None
@@ -126,7 +126,7 @@ def _alternative(
     device_class = supply.classes.get(alt.device_class)
     if device_class is None:
         return _class_missing(what, facts, spec, alt, sorted(supply.classes))
-    m = match(inventory, device_class, alt.selectors)
+    m = match(inventory.dra, device_class, alt.selectors)
     if m.broken is not None:
         return None  # cannot be evaluated here: the scheduler's message is the evidence
     if m.errors:
@@ -195,8 +195,8 @@ def _matches_nothing(
     m: Match,
 ) -> Finding:
     device_class = inventory.dra.classes[alt.device_class]
-    of_class = len(match(inventory, device_class, ()).devices)
-    hints = selector_hints(inventory, device_class, alt.selectors)
+    of_class = len(match(inventory.dra, device_class, ()).devices)
+    hints = selector_hints(inventory.dra, device_class, alt.selectors)
     facts.append(Fact("cluster", f"devices of class {alt.device_class}", str(of_class)))
     facts.append(Fact("cluster", "devices published", str(m.total)))
     facts.extend(Fact("cluster", "published devices", h) for h in hints)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.dra import (
+from webhook.core.dra.model import (
     CLAIM_KINDS,
     EMPTY,
     ClaimSpec,
@@ -19,7 +19,7 @@ from webhook.core.dra import (
     parse_class,
     parse_slice,
 )
-from webhook.core.workloads import as_dict, as_list
+from webhook.core.kit.dicts import as_dict, as_list
 
 DeviceKey = tuple[str, str, str]  # driver, pool, device
 

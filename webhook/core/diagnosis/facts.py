@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from webhook.core.access import AccessRules, PodAccess, pod_access
+from webhook.core.access.model import AccessRules, PodAccess, pod_access
 from webhook.core.diagnosis.requests import Want, pod_requests
 from webhook.core.diagnosis.units import amount
-from webhook.core.inventory import Node, parse_node
-from webhook.core.workloads import PodView, as_dict, as_list, str_map
+from webhook.core.kit.dicts import as_dict, as_list, str_map
+from webhook.core.supply.inventory import Node, parse_node
+from webhook.core.workloads.pods import PodView
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from webhook.core import mig_catalog
+from webhook.core.access.gpuresources import GpuResources
 from webhook.core.diagnosis.cluster import ClusterFacts
 from webhook.core.diagnosis.facts import NodeFacts
-from webhook.core.gpuresources import GpuResources
-from webhook.core.idsets import as_bits
+from webhook.core.kit.idsets import as_bits
+from webhook.core.supply import mig_catalog
 
 MIG_STATE = "nvidia.com/mig.config.state"
 MIG_CONFIG = "nvidia.com/mig.config"

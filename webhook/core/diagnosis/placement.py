@@ -1,6 +1,6 @@
 """Where a Pod may go: each hard rule as the set of nodes it lets through.
 
-The same rules as `webhook.core.selection.allowed` (nodeSelector, required node
+The same rules as `webhook.core.supply.selection.allowed` (nodeSelector, required node
 affinity, NoSchedule/NoExecute taints), kept apart so that a finding can say which
 rule excludes how many nodes. Taints and conditions that say a node is out of service
 (cordoned, NotReady, unreachable, under pressure) are availability, not placement: a
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.diagnosis.cluster import ClusterFacts
-from webhook.core.idsets import as_bits
-from webhook.core.nodes import Taint
-from webhook.core.selection import HARD_EFFECTS, allowed, tolerates
-from webhook.core.workloads import as_dict, as_list
+from webhook.core.kit.dicts import as_dict, as_list
+from webhook.core.kit.idsets import as_bits
+from webhook.core.supply.nodes import Taint
+from webhook.core.supply.selection import HARD_EFFECTS, allowed, tolerates
 
 # The taints the node lifecycle controller and TaintNodesByCondition set from node
 # conditions, and the one `kubectl cordon` stands for (Kubernetes well-known taints).

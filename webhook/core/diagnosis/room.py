@@ -15,8 +15,8 @@ from webhook.core.diagnosis.case import (
 from webhook.core.diagnosis.evidence import Fact, Finding
 from webhook.core.diagnosis.requests import container_requests
 from webhook.core.diagnosis.units import PODS, shown
-from webhook.core.text import listing
-from webhook.core.workloads import as_list
+from webhook.core.kit.dicts import as_list
+from webhook.core.kit.text import listing
 
 
 def exceeds(case: Case, pool: int) -> Finding:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from webhook.core.quantity import parse_quantity
+from webhook.core.kit.quantity import parse_quantity
 from webhook.errors import QuantityError
 
 CPU = "cpu"

@@ -8,7 +8,7 @@ from datetime import datetime
 from webhook.core.diagnosis.case import SHOWN_NODES, Case, amount_facts, more_nodes, node_fact
 from webhook.core.diagnosis.evidence import Fact, Finding
 from webhook.core.diagnosis.placement import Rule, nearest_value
-from webhook.core.text import listing, plural
+from webhook.core.kit.text import listing, plural
 
 DEFAULT_SCHEDULER = "default-scheduler"
 JUST_CREATED = 60  # seconds: younger Pods may simply not have been tried yet

@@ -1,0 +1,215 @@
+"""The one evaluation every shell calls: policies x subject x inventory -> Decision.
+
+Pure: no I/O, no clock. The webhook, `check`, `audit`, `diff` and `test` differ only in
+where the object comes from (each builds its Subject with `subject.subject_of`) and where
+the Decision goes, so a finding reads the same in a PR, an audit and an admission
+response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, get_args
+
+from webhook.core.engine.policy import Action, Policy, PolicySet
+from webhook.core.engine.subject import Subject as Subject  # re-exported: the engine's input
+from webhook.core.kit.dicts import api_group
+from webhook.core.kit.paths import Path
+from webhook.core.kit.text import clip
+from webhook.core.supply.inventory import Inventory
+from webhook.core.supply.profiles import EXTENDED_RESOURCE_TOLERATION
+from webhook.core.workloads.pods import NAMESPACE, REQUEST, PodView, workload_of
+from webhook.core.workloads.unjudged import shape_findings, unconfigured
+from webhook.errors import GpuAdmissionError
+
+StaleAction = Literal["deny", "warn", "allow"]
+# The closed set every shell renders: what admission does (allow, warn, deny), that no
+# policy judged the object (skip), or that a check failed on it (error: never an allow;
+# exit 2 in the CLIs, HTTP 500 at the webhook so its failurePolicy decides).
+Outcome = Literal["allow", "warn", "deny", "skip", "error"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+ERROR_TEXT_LIMIT = 200  # characters of an exception's text kept in Decision.error
+_NO_RULES: frozenset[str] = frozenset()
+
+
+# Finding and Decision are NamedTuples rather than frozen dataclasses: every admission
+# request makes some, and a tuple is several times cheaper to build.
+class Finding(NamedTuple):
+    policy: str
+    rule: str
+    action: Action
+    message: str
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    """The inventory is older than allowed: inventory-based findings follow `action`."""
+
+    age_seconds: float
+    max_age_seconds: float
+    action: StaleAction = "warn"
+
+
+class Decision(NamedTuple):
+    findings: tuple[Finding, ...] = ()
+    skipped: str | None = None  # why nothing was judged: no pod spec, no matching policy
+    pod_specs: int = 0
+    # A check raised: which policy and what (bounded). `findings` holds the other
+    # policies' findings; the outcome is "error" whatever they are.
+    error: str | None = None
+
+    @property
+    def outcome(self) -> Outcome:
+        """Error beats skip beats deny beats warn; dryrun findings allow."""
+        if self.error is not None:
+            return "error"
+        if self.skipped is not None:
+            return "skip"
+        if not self.findings:  # nearly every request: no set to build
+            return "allow"
+        actions = {f.action for f in self.findings}
+        return "deny" if "deny" in actions else "warn" if "warn" in actions else "allow"
+
+    @property
+    def evaluated(self) -> bool:
+        return self.skipped is None
+
+    @property
+    def denied(self) -> bool:
+        return any(f.action == "deny" for f in self.findings)
+
+    def by_action(self, action: Action) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.action == action)
+
+
+def evaluate(
+    policy_set: PolicySet, subject: Subject, inventory: Inventory, *, stale: Staleness | None = None
+) -> Decision:
+    """Every matching policy's findings on every pod spec of the subject.
+
+    A check that raises makes the Decision's outcome "error" (the other policies still
+    report), never an allow. The one exception that leaves: a GpuAdmissionError for an
+    object too large to judge (WorkloadError), which every shell reports as bad input."""
+    kind, namespace = subject.kind, subject.namespace
+    # The offers as the cluster profile reads the nodes (the same snapshot when the
+    # shell built it so, as serve and check do).
+    inventory = inventory.reading(policy_set.profile.node_facts)
+    try:
+        workload = workload_of(subject.obj, custom=policy_set.custom_kinds)
+        if workload is None:
+            return _unconfigured(policy_set, subject)
+        findings = _unmatched(subject.obj, workload.unmatched)
+    except GpuAdmissionError:  # the object is the problem (too large to judge): input error
+        raise
+    except Exception as exc:  # a bug in reading pod specs: could not evaluate
+        return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
+    pods = workload.pods
+    ert = policy_set.profile.extended_resource_toleration
+    for pod in pods:
+        pod.memo[NAMESPACE] = namespace  # what a DRA claim reference resolves in
+        if ert:  # the cluster adds tolerations: candidates count them (profiles.py)
+            pod.memo[EXTENDED_RESOURCE_TOLERATION] = True
+    if subject.user is not None and pods:  # a Namespace at admission: who asks is judged
+        pods[0].memo[REQUEST] = subject
+    errors: list[str] = []
+    matched = False
+    for policy in policy_set.policies:
+        if not policy.matches_object(kind, namespace):
+            continue
+        matched = True
+        start = len(findings)
+        try:
+            _run_policy(policy, pods, inventory, stale, findings)
+        except Exception as exc:  # one broken check must not silence the others
+            del findings[start:]  # a partial run says nothing reliable
+            errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")
+    if not matched and not findings:
+        return Decision(skipped=f"no policy matches {kind} in namespace {namespace}")
+    error = "; ".join(errors) if errors else None
+    return Decision(tuple(findings), None, len(pods), error)
+
+
+def _unmatched(obj: Mapping[str, Any], missing: Sequence[Any]) -> list[Finding]:
+    """A WorkloadKinds path that matched nothing: the pods it names go unjudged."""
+    if not missing:
+        return []
+    actions = {id(shape): rule.unmatched_action for rule, shape in missing}
+    return [
+        Finding(u.policy, u.rule, actions[id(shape)], clip(u.message), u.path)
+        for u, (_, shape) in zip(shape_findings(obj, tuple(missing)), missing, strict=True)
+    ]
+
+
+def _unconfigured(policy_set: PolicySet, subject: Subject) -> Decision:
+    """Not a workload kind we know: skipped, unless it is a custom resource that
+    requests GPUs somewhere (then a finding: its pods would pass unjudged)."""
+    obj, kind = subject.obj, subject.kind
+    skipped = _not_a_workload(obj, kind)
+    action = policy_set.unconfigured_gpu_action
+    if action == "ignore" or not skipped.endswith("(WorkloadKinds)"):
+        return Decision(skipped=skipped)
+    found = unconfigured(obj, kind=kind, group=api_group(obj.get("apiVersion")))
+    if found is None:
+        return Decision(skipped=skipped)
+    finding = Finding(found.policy, found.rule, action, clip(found.message), found.path)
+    return Decision((finding,), None, 0)
+
+
+def _run_policy(
+    policy: Policy,
+    pods: Sequence[PodView],
+    inventory: Inventory,
+    stale: Staleness | None,
+    findings: list[Finding],
+) -> None:
+    selector = policy.match.labelSelector
+    prefix = policy.message_prefix
+    stale_rules = policy.check.inventory_rules if stale is not None else _NO_RULES
+    for pod in pods:
+        if selector is not None and not selector.matches(pod.labels):
+            continue
+        for v in policy.check.run(pod, inventory, policy.params):
+            action = "warn" if v.advisory and policy.action == "deny" else policy.action
+            message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
+            finding = Finding(policy.name, v.rule, action, message, v.path)
+            if v.rule in stale_rules:
+                assert stale is not None
+                downgraded = _as_stale(finding, stale)
+                if downgraded is None:
+                    continue
+                finding = downgraded
+            findings.append(finding)
+
+
+def _text(exc: Exception) -> str:
+    """`TypeError: message`, cut to a bounded length: a check's exception may quote input."""
+    text = str(exc)
+    if len(text) > ERROR_TEXT_LIMIT:
+        text = text[: ERROR_TEXT_LIMIT - 3] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _as_stale(finding: Finding, stale: Staleness) -> Finding | None:
+    """An inventory-based finding on an inventory too old to trust: `stale.action` rules."""
+    if stale.action == "allow":
+        return None
+    action = "warn" if finding.action == "deny" and stale.action == "warn" else finding.action
+    note = (
+        f" (node inventory is {stale.age_seconds:.0f}s old, over the "
+        f"{stale.max_age_seconds:.0f}s limit: reported as {action})"
+    )
+    return finding._replace(action=action, message=finding.message + note)
+
+
+def _not_a_workload(obj: Mapping[str, Any], kind: str) -> str:
+    api_version = obj.get("apiVersion")
+    group = api_group(api_version)
+    # Kubernetes' own groups have no dot (apps, policy) or end in .k8s.io; SIG projects'
+    # custom resources (jobset.x-k8s.io) and everyone else's have a domain of their own.
+    builtin = "." not in group or (group.endswith(".k8s.io") and not group.endswith("x-k8s.io"))
+    if not builtin:
+        # A custom resource: say how to teach us where its pod templates are.
+        return f"kind {kind} ({api_version}) is not a configured workload kind (WorkloadKinds)"
+    return f"kind {kind or '(none)'} holds no pod spec"

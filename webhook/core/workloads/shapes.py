@@ -1,0 +1,116 @@
+"""Workload shapes: where a custom resource keeps the pods it will create.
+
+A WorkloadKinds entry says, as data, where the pod-level and container-level fields of
+a kind live: PodTemplateSpecs (metadata + spec), pod specs held inline (KServe's
+predictor), and containers of their own shape (NIMService's `spec`, Spark's
+`spec.driver` with `gpu: {name, quantity}`, Kubeflow Trainer's `spec.trainer` with
+`resourcesPerNode`). `webhook.core.workloads.pods` turns each match into a PodView.
+
+Paths are patterns of steps ("*" is any map key or list item). Label paths are relative
+to the match unless they start with "$" (the object's root).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook.core.kit.paths import Path, format_path
+from webhook.core.kit.text import brief, shown
+from webhook.errors import WorkloadError
+
+Pattern = tuple[str, ...]
+Form = Literal["template", "pod", "containers"]
+ROOT = "$"  # a label path that starts here is read from the object's root
+# What one "*" of a shape path may match in one object. No workload kind has more
+# than a few dozen replica groups; an object with more is refused, not judged in part.
+MAX_FAN_OUT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerShape:
+    """Container-shaped mappings (or lists of them) at `path`, relative to the pod spec
+    they join; () is the pod mapping itself (Spark's driver is pod and container)."""
+
+    path: Pattern = ()
+    resources: Pattern = ("resources",)  # a ResourceRequirements: limits, requests
+    gpu: Pattern | None = None  # a {name, quantity} field instead (SparkApplication)
+
+
+@dataclass(frozen=True, slots=True)
+class PodShape:
+    """One place pods come from: `form` says what sits at `path`.
+
+    template: a PodTemplateSpec; pod: a pod spec inline; containers: container-shaped
+    mappings with no pod spec of their own (the pod-level fields come from elsewhere)."""
+
+    form: Form
+    path: Pattern
+    containers: tuple[ContainerShape, ...] = ()
+    labels: tuple[Pattern, ...] = ()  # mappings holding labels and annotations, merged
+    optional: bool = False  # a required path that matches nothing is a finding
+
+
+@dataclass(frozen=True, slots=True)
+class KindShape:
+    """Every place one custom kind keeps pods, from one WorkloadKinds document."""
+
+    group: str
+    kind: str
+    pods: tuple[PodShape, ...]
+    source: str = "workload-kinds"  # the WorkloadKinds document: a finding names it
+    unmatched_action: Literal["deny", "warn", "dryrun"] = "warn"
+
+
+def walk(node: Any, pattern: Pattern, at: Path = ()) -> list[tuple[Path, Any]]:
+    """Every value at `pattern` ("*": any key or item) in document order, level by level:
+    no recursion, and a "*" that matches more than MAX_FAN_OUT entries is a WorkloadError."""
+    if "*" not in pattern:  # every core kind: plain lookups
+        for step in pattern:
+            if not isinstance(node, Mapping) or step not in node:
+                return []
+            node = node[step]
+        return [((*at, *pattern), node)]
+    level: list[tuple[Path, Any]] = [(at, node)]
+    for step in pattern:
+        found: list[tuple[Path, Any]] = []
+        for path, value in level:
+            if step != "*":
+                if isinstance(value, Mapping) and step in value:
+                    found.append(((*path, step), value[step]))
+            elif isinstance(value, Mapping):
+                found.extend(((*path, _step(key)), item) for key, item in value.items())
+            elif isinstance(value, list):
+                found.extend(((*path, index), item) for index, item in enumerate(value))
+            if len(found) > MAX_FAN_OUT:
+                where = format_path(path) or "the object"
+                raise WorkloadError(
+                    f"{where}: more than {MAX_FAN_OUT} entries match the pod template path "
+                    f"{'.'.join(pattern)}: too many pod templates to judge"
+                )
+        level = found
+    return level
+
+
+def _step(key: object) -> str | int:
+    # JSON keys are strings; YAML's may be numbers, booleans or null, which
+    # kubectl writes as strings when it sends the object.
+    return key if type(key) is str else brief(key)
+
+
+def unmatched_hint(obj: Mapping[str, Any], pattern: Pattern) -> tuple[Path, str]:
+    """Where a pattern stops matching, and what is there instead: the deepest prefix
+    that matches, and the keys it holds (`spec has: pytorchReplicaSpecs, runPolicy`)."""
+    for depth in range(len(pattern) - 1, -1, -1):
+        found = walk(obj, pattern[:depth])
+        if not found:
+            continue
+        path, value = found[0]
+        where = format_path(path) or "the object"
+        if isinstance(value, Mapping):
+            keys = [shown(str(k), 40) for k in list(value)[:8]]
+            more = ", ..." if len(value) > 8 else ""
+            return path, f"{where} has: {', '.join(keys) or 'nothing'}{more}"
+        return path, f"{where} is a {type(value).__name__}, not a mapping"
+    return (), "the object has nothing there"
