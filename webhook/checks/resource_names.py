@@ -29,7 +29,8 @@ from webhook.core.supply.scheduling import (
     placement_spec,
     rejection,
 )
-from webhook.core.workloads.pods import Count, PodView, ResourceAmount
+from webhook.core.workloads.pods import PodView, ResourceAmount
+from webhook.core.workloads.requests import Count
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ from typing import Any
 from webhook.core.diagnosis.cluster import ClusterFacts
 from webhook.core.kit.dicts import as_dict, as_list
 from webhook.core.kit.idsets import as_bits
+from webhook.core.kit.tolerations import BLOCKING, tolerates
 from webhook.core.supply.nodes import Taint
-from webhook.core.supply.selection import HARD_EFFECTS, allowed, tolerates
+from webhook.core.supply.selection import allowed
 
 # The taints the node lifecycle controller and TaintNodesByCondition set from node
 # conditions, and the one `kubectl cordon` stands for (Kubernetes well-known taints).
@@ -100,7 +101,7 @@ def _placement(spec: Mapping[str, Any], cluster: ClusterFacts) -> Placement:
     if cluster.not_ready:
         down.append(("not Ready", cluster.not_ready))
     for taint, nodes in index.taints.items():
-        if taint.effect not in HARD_EFFECTS or any(tolerates(t, taint) for t in tolerations):
+        if taint.effect not in BLOCKING or any(tolerates(t, taint) for t in tolerations):
             continue
         if taint.key in AVAILABILITY_TAINTS:
             down.append((f"taint {taint_words(taint)}", as_bits(nodes)))

@@ -1,9 +1,8 @@
 """What a Pod takes from a node, every resource, as the scheduler counts it.
 
 The rule of `k8s.io/component-helpers/resource.PodRequests` (NodeResourcesFit's filter):
-the sum over containers and sidecars (init containers with `restartPolicy: Always`),
-or the largest init step (an init container plus the sidecars started before it) when
-that is more, then pod-level `spec.resources.requests` for cpu and memory where set
+the containers, sidecars and init steps as webhook.core.workloads.requests counts them,
+then pod-level `spec.resources.requests` for cpu and memory where set
 (PodLevelResources), then `spec.overhead` added. A container's request defaults to its
 limit (the apiserver's defaulting; a hand-made dump may not have had it). Ephemeral
 containers take nothing.
@@ -11,10 +10,11 @@ containers take nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
 
 from webhook.core.diagnosis.units import CPU, MEMORY, PODS, amount
+from webhook.core.workloads.requests import ContainerRole, effective_requests, role_of
 
 Want = dict[str, int]
 _POD_LEVEL = (CPU, MEMORY)
@@ -24,12 +24,7 @@ _SEEN_MAX = 4096
 
 def pod_requests(spec: Mapping[str, Any]) -> Want:
     """Every resource the Pod requests, in the units of `units.amount`, with `pods: 1`."""
-    total: Want = {}
-    for container in _items(spec.get("containers")):
-        _add(total, container_requests(container))
-    inits = _items(spec.get("initContainers"))
-    if inits:
-        _with_init(total, inits)
+    total = cast(Want, effective_requests(_asks(spec)))  # whole units in: whole out
     level = _map(_map(spec.get("resources")).get("requests"))
     for resource in _POD_LEVEL:
         if resource in level:
@@ -41,6 +36,15 @@ def pod_requests(spec: Mapping[str, Any]) -> Want:
         _add(total, _amounts(overhead))
     total[PODS] = total.get(PODS, 0) + 1
     return {r: v for r, v in total.items() if v > 0}
+
+
+def _asks(spec: Mapping[str, Any]) -> Iterator[tuple[ContainerRole, str, int]]:
+    # The order of the rule: regular containers, then the init containers in their own.
+    for field in ("containers", "initContainers"):
+        for container in _items(spec.get(field)):
+            role = role_of(field, container)
+            for resource, value in container_requests(container).items():
+                yield role, resource, value
 
 
 def container_requests(container: Mapping[str, Any]) -> Want:
@@ -60,22 +64,6 @@ def container_requests(container: Mapping[str, Any]) -> Want:
                 _SEEN.clear()
             _SEEN[key] = found
     return dict(found)
-
-
-def _with_init(total: Want, inits: list[Mapping[str, Any]]) -> None:
-    sidecars: Want = {}
-    peak: Want = {}
-    for container in inits:
-        wants = container_requests(container)
-        if container.get("restartPolicy") == "Always":
-            _add(sidecars, wants)
-            _add(total, wants)
-            continue
-        for resource in wants.keys() | sidecars.keys():
-            step = wants.get(resource, 0) + sidecars.get(resource, 0)
-            peak[resource] = max(peak.get(resource, 0), step)
-    for resource, value in peak.items():
-        total[resource] = max(total.get(resource, 0), value)
 
 
 def _amounts(raw: Mapping[str, Any]) -> Want:

@@ -6,9 +6,7 @@ driver sets `gpu.nvidia.com/gpu-lost`, `gpu.nvidia.com/xid` (value: the XID) and
 otherwise. The scheduler allocates a device with a NoSchedule or NoExecute taint only to
 a request that tolerates it; effect None is informational.
 
-Matching, as k8s.io/api resource/v1 DeviceToleration says: an empty key (operator must
-be Exists) matches every key; an empty effect every effect; operator Exists any value,
-Equal (the default) the same value.
+Matching is the one toleration rule of webhook.core.kit.tolerations.
 """
 
 from __future__ import annotations
@@ -17,24 +15,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.core.dra.model import Device, DeviceTaint
-
-BLOCKING = frozenset({"NoSchedule", "NoExecute"})
+from webhook.core.kit.tolerations import BLOCKING, tolerates
 
 
 def blocking(device: Device) -> tuple[DeviceTaint, ...]:
     return tuple(t for t in device.taints if t.effect in BLOCKING)
-
-
-def tolerates(toleration: Mapping[str, Any], taint: DeviceTaint) -> bool:
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.effect:
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.key:
-        return False
-    if (toleration.get("operator") or "Equal") == "Exists":
-        return True
-    return (toleration.get("value") or "") == taint.value
 
 
 def untolerated(

@@ -21,10 +21,11 @@ from typing import Any
 from webhook.core.kit.dicts import as_dict, as_list
 from webhook.core.kit.idsets import Membership, as_bits, first, lowest
 from webhook.core.kit.text import listing, shown
+from webhook.core.kit.tolerations import BLOCKING, tolerates
 from webhook.core.supply.inventory import Inventory, Node, Offer, Taint
 from webhook.core.supply.nodeindex import NodeIndex
 from webhook.core.supply.profiles import placement_spec
-from webhook.core.supply.selection import HARD_EFFECTS, allowed, tolerates
+from webhook.core.supply.selection import allowed
 from webhook.core.workloads.pods import PodView
 
 
@@ -187,7 +188,7 @@ def untolerated_taints(spec: Mapping[str, Any], node: Node) -> tuple[Taint, ...]
     return tuple(
         taint
         for taint in node.taints
-        if taint.effect in HARD_EFFECTS and not any(tolerates(t, taint) for t in tolerations)
+        if taint.effect in BLOCKING and not any(tolerates(t, taint) for t in tolerations)
     )
 
 
@@ -258,7 +259,7 @@ def untolerated_among(spec: Mapping[str, Any], inventory: Inventory, bits: int) 
     tolerations = [as_dict(t) for t in as_list(spec.get("tolerations"))]
     seen: list[tuple[int, int, str]] = []
     for taint, nodes in index.taints.items():
-        if taint.effect not in HARD_EFFECTS or any(tolerates(t, taint) for t in tolerations):
+        if taint.effect not in BLOCKING or any(tolerates(t, taint) for t in tolerations):
             continue
         on = as_bits(nodes) & bits
         if on:

@@ -16,10 +16,8 @@ from typing import Any
 
 from webhook.core.kit.dicts import as_dict, as_list
 from webhook.core.kit.idsets import as_bits
+from webhook.core.kit.tolerations import BLOCKING, tolerates
 from webhook.core.supply.nodeindex import NodeIndex
-from webhook.core.supply.nodes import Taint
-
-HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def allowed(spec: Mapping[str, Any], index: NodeIndex) -> int:
@@ -49,19 +47,9 @@ def untolerated(spec: Mapping[str, Any], index: NodeIndex) -> int:
     tolerations = [as_dict(t) for t in as_list(spec.get("tolerations"))]
     bits = 0
     for taint, nodes in index.taints.items():
-        if taint.effect in HARD_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
+        if taint.effect in BLOCKING and not any(tolerates(t, taint) for t in tolerations):
             bits |= as_bits(nodes)
     return bits
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.effect:
-        return False
-    key = toleration.get("key") or ""
-    if toleration.get("operator") == "Exists":
-        return bool(not key or key == taint.key)
-    return key == taint.key and str(toleration.get("value") or "") == taint.value
 
 
 def _term(term: Mapping[str, Any], index: NodeIndex) -> int:

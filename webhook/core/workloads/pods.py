@@ -8,17 +8,15 @@ controller names the same rule as the finding its Pods would get at admission.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from fractions import Fraction
 from typing import Any, NamedTuple
 
 from webhook.core.kit.dicts import api_group, as_dict, str_map
 from webhook.core.kit.paths import Path, format_path
 from webhook.core.kit.quantity import MAX_VALUE, quantity_or_none
 from webhook.core.kit.text import shown
+from webhook.core.workloads.requests import Count, effective_requests, role_of
 from webhook.core.workloads.shapes import MAX_FAN_OUT as MAX_FAN_OUT  # re-exported
 from webhook.core.workloads.shapes import ROOT, ContainerShape, KindShape, PodShape, walk
-
-Count = int | Fraction  # resource counts: whole in practice, exact when not
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 # The longest resource name the apiserver takes: a qualified name, a DNS subdomain of
@@ -144,7 +142,11 @@ class PodView:
     def effective_requests(self) -> dict[str, Count]:
         """Kubernetes' effective request: max(any init step, sum of the running set)."""
         if self._effective is None:
-            self._effective = effective_requests(self.amounts)
+            self._effective = effective_requests(
+                (role_of(a.container.field, a.container.spec), a.resource, a.amount)
+                for a in self.amounts
+                if a.amount is not None
+            )
         return self._effective
 
 
@@ -187,32 +189,6 @@ def _amounts(containers: tuple[ContainerRef, ...]) -> tuple[ResourceAmount, ...]
             resource = name if len(name) <= MAX_RESOURCE_NAME else shown(name, MAX_RESOURCE_NAME)
             out.append(ResourceAmount(ref, resource, count_of(raw), raw, path))
     return tuple(out)
-
-
-def effective_requests(amounts: Sequence[ResourceAmount]) -> dict[str, Count]:
-    # Sidecars (init containers with restartPolicy Always) keep running, so they add to
-    # the regular containers and to every init container that starts after them.
-    running: dict[str, Count] = {}
-    init_peak: dict[str, Count] = {}
-    sidecars_so_far: dict[str, Count] = {}
-    for a in amounts:
-        if a.amount is None or a.container.field == "ephemeralContainers":
-            continue
-        r = a.resource
-        if a.container.is_sidecar:
-            sidecars_so_far[r] = sidecars_so_far.get(r, 0) + a.amount
-            running[r] = running.get(r, 0) + a.amount
-        elif a.container.field == "initContainers":
-            step = a.amount + sidecars_so_far.get(r, 0)
-            init_peak[r] = max(init_peak.get(r, 0), step)
-        else:
-            running[r] = running.get(r, 0) + a.amount
-    if not init_peak:
-        return running
-    return {
-        r: max(running.get(r, 0), init_peak.get(r, 0))
-        for r in dict.fromkeys([*running, *init_peak])
-    }
 
 
 def count_of(raw: object) -> Count | None:
