@@ -13,11 +13,14 @@ from typing import Any
 
 from webhook.core.dra.model import DraSupply
 from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.engine.context import Context
 from webhook.core.engine.evaluation import Decision, Subject, evaluate
 from webhook.core.engine.policy import Match, Policy, PolicySet
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.violation import Violation
 from webhook.core.supply.inventory import Inventory
 from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.targets import TargetKind
 from webhook.sources.policy_files import load_policy_dir, load_policy_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +202,7 @@ def messages(decision: Decision) -> list[str]:
 RAISE_LABEL = "test.gpu-admission.io/raise"  # a pod with this label breaks BROKEN_CHECK
 
 
-def _raise_on_label(pod: PodView, inventory: Inventory, params: Any) -> Iterator[Violation]:
+def _raise_on_label(pod: PodView, *, context: Context, params: Any) -> Iterator[Violation]:
     """A bug as a check would have one, after it has reported something: a KeyError on a
     spec it did not expect, or (the label's value, when set) a ValueError quoting input."""
     if RAISE_LABEL not in pod.labels:
@@ -210,11 +213,16 @@ def _raise_on_label(pod: PodView, inventory: Inventory, params: Any) -> Iterator
     raise KeyError("spec")
 
 
+def _reads_labels(params: Any) -> dict[TargetKind, Reads]:
+    return {"pod": Reads(every_field=True)}  # a label, which is no trigger: filter nothing
+
+
 BROKEN_CHECK = Check(
     name="broken",
     params=CheckParams,
     run=_raise_on_label,
     rules={"partial": Rule("A finding of a check that then raised: never reported.")},
+    judges=_reads_labels,
 )
 
 

@@ -20,7 +20,8 @@ from webhook.core.access.model import (
     gpu_resources,
     pod_access,
 )
-from webhook.core.workloads.pods import PodView, pod_views
+from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.targets import pod_views
 
 RULES = device_injection.Params().rules
 NVD = "NVIDIA_VISIBLE_DEVICES"

@@ -11,7 +11,7 @@ import yaml
 from webhook.core.supply.cloud_offers import DEFAULT_READ, Adapter
 from webhook.core.supply.nodes import make_offer, parse_node
 from webhook.core.supply.profiles import BUILTIN, added_tolerations, profile
-from webhook.core.workloads.pods import pod_views
+from webhook.core.workloads.targets import pod_views
 from webhook.sources.files import read_inventory
 
 NODES = Path(__file__).parent / "realworld_nodes"

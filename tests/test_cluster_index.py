@@ -35,7 +35,7 @@ from webhook.core.supply.scheduling import (
     untolerated_among,
     untolerated_taints,
 )
-from webhook.core.workloads.pods import pod_views
+from webhook.core.workloads.targets import pod_views
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb")

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from webhook.core.engine.evaluation import Subject, evaluate
 from webhook.core.kit.text import MESSAGE_LIMIT
 from webhook.core.workloads.pods import MAX_FAN_OUT
-from webhook.errors import WorkloadError
 from webhook.serve.evalcache import EvaluationCache
 from webhook.sources.files import read_inventory
 from webhook.sources.policy_files import load_policy_dir
@@ -113,7 +112,9 @@ def test_more_templates_than_a_wildcard_may_match_is_an_input_error() -> None:
         "kind": "PyTorchJob",
         "spec": {"pytorchReplicaSpecs": specs},
     }
-    with pytest.raises(WorkloadError, match=r"^spec\.pytorchReplicaSpecs: more than 1000 entries"):
-        evaluate(POLICIES, Subject(obj, "ml"), INVENTORY)
+    decision = evaluate(POLICIES, Subject(obj, "ml"), INVENTORY)
+    assert decision.outcome == "invalid"
+    assert decision.invalid is not None
+    assert decision.invalid.startswith("spec.pytorchReplicaSpecs: more than 1000 entries")
     del specs["r0"]
     assert evaluate(POLICIES, Subject(obj, "ml"), INVENTORY).pod_specs == MAX_FAN_OUT

@@ -201,7 +201,9 @@ def test_policies_and_inventories_are_bounded_too(tmp_path: Path) -> None:
     assert "Traceback" not in bad_policies.stderr + bad_inventory.stderr
 
 
-def test_too_many_pod_templates_is_an_input_error_in_check_and_audit(tmp_path: Path) -> None:
+def test_too_many_pod_templates_is_an_input_error_in_every_shell(tmp_path: Path) -> None:
+    """The object cannot be judged as it is: check, audit, diff and test say so with the
+    same words and exit 2 (the webhook answers 400: test_serve_hostile.py)."""
     specs = {f"r{i}": {"template": {"spec": {"containers": [{"name": "c"}]}}} for i in range(1001)}
     job = {
         "apiVersion": "kubeflow.org/v1",
@@ -212,13 +214,27 @@ def test_too_many_pod_templates_is_an_input_error_in_check_and_audit(tmp_path: P
     path = tmp_path / "job.yaml"
     path.write_text("# a comment\n" + json.dumps({"kind": "List", "items": [job]}, indent=1))
     why = (
-        "not judged: spec.pytorchReplicaSpecs: more than 1000 entries match the pod template "
-        "path spec.pytorchReplicaSpecs.*.template: too many pod templates to judge"
+        "PyTorchJob ml/big not judged: spec.pytorchReplicaSpecs: more than 1000 entries match "
+        "the pod template path spec.pytorchReplicaSpecs.*.template: too many pod templates to "
+        "judge"
     )
+    suite = tmp_path / "suite.yaml"
+    case = {"name": "big job", "object": job, "expect": {"outcome": "allow"}}
+    doc = {"apiVersion": "gpu-admission.io/v1alpha1", "kind": "PolicyTest",
+           "metadata": {"name": "bounds"}, "spec": {"cases": [case]}}  # fmt: skip
+    suite.write_text(json.dumps(doc))
+    policies = str(ROOT / "policies")
 
     check = gpu_admission("check", str(path))
     audit = gpu_admission("audit", "--from", str(path))
+    diff = gpu_admission("diff", "--base-policies", policies, "--policies", policies, str(path))
+    test = gpu_admission("test", str(suite))
 
-    assert (check.returncode, audit.returncode) == (2, 2)
-    assert f"error: {path}:5: PyTorchJob big {why}\n" in check.stdout
-    assert f"error: {path}:5: PyTorchJob ml/big {why}\n" in audit.stdout + audit.stderr
+    codes = {p: r.returncode for p, r in (("check", check), ("audit", audit), ("diff", diff),
+                                          ("test", test))}  # fmt: skip
+    assert codes == {"check": 2, "audit": 2, "diff": 2, "test": 2}, diff.stdout + test.stdout
+    assert f"error: {path}:5: {why}\n" in check.stdout
+    assert f"error: {path}:5: {why}\n" in audit.stdout + audit.stderr
+    assert f"{why} (under the base policies)" in diff.stdout + diff.stderr
+    assert f"ERROR  big job\n        {why}\n" in test.stdout
+    assert "Traceback" not in "".join(r.stderr for r in (check, audit, diff, test))

@@ -119,7 +119,8 @@ def test_diff_reports_it_as_an_internal_error_naming_the_object(broken: str) -> 
     report = diff_objects([Sourced(BOOM, "k8s/boom.yaml:1")], inventory=cluster(), **sets)
 
     assert report.errors == [
-        f"k8s/boom.yaml:1: internal error: Pod team-a/boom under the {broken} policies: {ERROR}"
+        f"k8s/boom.yaml:1: internal error while evaluating Pod team-a/boom: {ERROR} "
+        f"(under the {broken} policies)"
     ]
     assert (report.diffs, report.exit_code) == ([], 2)
 

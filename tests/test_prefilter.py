@@ -1,8 +1,8 @@
 """The pre-filter passes only objects in which the engine finds nothing and fails on nothing.
 
-For every object the filter calls plain, `evaluate` must return no finding, no error and
-the skip reason `plain_verdict` gives (the audit and check count it so, without the
-engine). Objects: every document of the examples, the real-world manifests, the public
+For every object the filter calls plain, `evaluate` without the filter must return no
+finding, no error and the skip reason the filter's path gives (every shell counts it so,
+without the checks). Objects: every document of the examples, the real-world manifests, the public
 corpus (where present), and generated ones: the Pod with every GPU channel, some of
 its channels taken away, hostile values in some slots, as a Pod, a Deployment or a
 custom kind. If a check starts reading a field the filter does not know, one of these
@@ -25,10 +25,9 @@ from hypothesis import strategies as st
 
 from webhook.core.engine.evaluation import evaluate
 from webhook.core.engine.policy import PolicySet
-from webhook.core.engine.prefilter import Prefilter, plain_verdict
 from webhook.core.engine.subject import subject_of
 from webhook.core.supply.inventory import Inventory
-from webhook.errors import GpuAdmissionError, ManifestError
+from webhook.errors import ManifestError
 from webhook.sources.files import read_inventory
 from webhook.sources.policy_files import load_policy_dir
 from webhook.sources.yamlsource import iter_documents
@@ -55,19 +54,19 @@ def inventories() -> tuple[Inventory, ...]:
 def agrees(obj: Any) -> bool:
     """Whether the filter passed `obj` (and then, that the engine agrees)."""
     policy_set = shipped()
-    prefilter = Prefilter.of(policy_set)
+    prefilter = policy_set.prefilter
     assert prefilter is not None
-    if not isinstance(obj, dict) or not prefilter.plain(obj):
+    if not isinstance(obj, dict) or prefilter.plain_pods(obj) is None:
         return False
     subject = subject_of(obj)
     for inventory in inventories():
-        try:
-            decision = evaluate(policy_set, subject, inventory)
-        except GpuAdmissionError as exc:  # pragma: no cover - a failure to report
-            raise AssertionError(f"passed, but the engine refuses it: {exc}") from None
+        filtered = evaluate(policy_set, subject, inventory)
+        decision = evaluate(policy_set, subject, inventory, prefilter=False)
+        assert decision.invalid is None, f"passed, but the engine refuses it: {decision.invalid}"
         assert decision.error is None, decision.error
         assert decision.findings == (), decision.findings
-        assert decision.skipped == plain_verdict(policy_set, subject)
+        assert decision.skipped == filtered.skipped
+        assert decision.pod_specs == filtered.pod_specs
     return True
 
 

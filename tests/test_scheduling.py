@@ -9,7 +9,7 @@ from builders import cluster, gpu, pod
 
 from webhook.core.supply.inventory import Node, Taint
 from webhook.core.supply.scheduling import candidate_offers, pinning_selector, rejection
-from webhook.core.workloads.pods import pod_views
+from webhook.core.workloads.targets import pod_views
 
 LABELS = {"zone": "a", "gpu.count": "8", "pool": "h100", "kubernetes.io/hostname": "n1"}
 NODE = Node("n1", LABELS, (), {"nvidia.com/gpu": 8})

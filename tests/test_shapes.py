@@ -11,7 +11,7 @@ from builders import POLICIES, container, gpu, run, shipped
 
 from webhook.core.engine.evaluation import Finding
 from webhook.core.kit.paths import Path as ObjPath
-from webhook.core.workloads.pods import pod_views
+from webhook.core.workloads.targets import pod_views
 from webhook.sources.policy_files import load_policy_files
 
 LABELS = {"team": "ml"}

@@ -12,7 +12,8 @@ from builders import cluster_nodes, container, messages, node, only, pod, rules,
 from webhook.checks import device_injection
 from webhook.core.access.model import gpu_shares, pod_access
 from webhook.core.supply.inventory import Inventory, make_offer, parse_node
-from webhook.core.workloads.pods import PodView, pod_views
+from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.targets import pod_views
 
 LABELS = {"gpu-admission.io/peak-memory": "8Gi", "gpu-admission.io/slo-class": "batch"}
 

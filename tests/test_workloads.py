@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from builders import container, shipped
 
-from webhook.core.workloads.pods import PodView, pod_views
+from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.targets import pod_views
 
 
 def tpl(app: str, *containers: dict[str, Any]) -> dict[str, Any]:

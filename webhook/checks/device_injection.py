@@ -9,7 +9,7 @@ once, in `webhook.core.access.model`; this check only words the findings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -26,13 +26,17 @@ from webhook.core.access.model import (
     gpu_resources,
     pod_access,
 )
+from webhook.core.access.shares import SHARE_ANNOTATIONS
 from webhook.core.engine.check import Check, CheckParams, ParamError, Rule, camel
+from webhook.core.engine.context import Context
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.paths import format_path
 from webhook.core.kit.text import shown
 from webhook.core.kit.violation import Violation
 from webhook.core.supply.inventory import Inventory
 from webhook.core.supply.scheduling import allowed_nodes
 from webhook.core.workloads.pods import ContainerRef, PodView
+from webhook.core.workloads.targets import TargetKind
 
 FIX = (
     "request GPUs through resources.limits (e.g. nvidia.com/gpu: 1) so the device plugin "
@@ -354,7 +358,8 @@ REPORTS: dict[str, _Report] = {
 }
 
 
-def run(pod: PodView, inventory: Inventory, params: Params) -> Iterable[Violation]:
+def run(pod: PodView, *, context: Context, params: Params) -> Iterable[Violation]:
+    inventory = context.inventory
     access = pod_access(pod, rules=params.rules)
     if not access.grants:
         return ()  # nearly every pod: no generator to start
@@ -369,10 +374,28 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterable[Violatio
     return found
 
 
+def judges(params: Params) -> Mapping[TargetKind, Reads]:
+    """Every way into a GPU the access model knows, as these parameters name them."""
+    return {
+        "pod": Reads(
+            extended_resources=True,  # the access model reads GPU requests beside the rest
+            claims=True,
+            host_paths=True,
+            privileged=True,
+            env_from=True,
+            env=params.rules.env_vars,
+            mount_paths=frozenset({params.rules.device_list_leaf}),
+            annotations=SHARE_ANNOTATIONS,
+            annotation_prefixes=frozenset(params.rules.annotation_heads),
+        )
+    }
+
+
 CHECK = Check(
     name="device-injection",
     params=Params,
     run=run,
+    judges=judges,
     rules={
         "hostpath-device": Rule(
             "A hostPath volume exposes GPU device nodes, an alias of them "

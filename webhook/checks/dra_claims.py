@@ -20,13 +20,16 @@ from webhook.core.dra.joint import Ask
 from webhook.core.dra.match import Match, match, selector_hints
 from webhook.core.dra.model import ClaimSpec, ExactRequest, parse_claim
 from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.engine.context import Context
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.dicts import as_dict
 from webhook.core.kit.paths import Path, format_path
 from webhook.core.kit.quantity import format_mib, quantity_or_none
 from webhook.core.kit.text import closest, listing, plural, shown
 from webhook.core.kit.violation import Violation
 from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.pods import CLAIM_OBJECT, NAMESPACE, PodView
+from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.targets import ClaimView, TargetKind
 
 _MIB = 1024 * 1024
 
@@ -42,48 +45,52 @@ class Params(CheckParams):
     missing_source: Literal["warn", "deny"] = "warn"
 
 
-class _Context:
-    """What a claim is judged with: the pod's declared peak and SLO class, if any."""
+class _Declared:
+    """What a claim is judged with: the declared peak and SLO class of the pod (or of
+    the claim object's own labels), if any."""
 
     __slots__ = ("peak", "slo")
 
-    def __init__(self, pod: PodView, params: Params) -> None:
-        raw = pod.labels.get(params.peak_memory_label)
+    def __init__(self, labels: Mapping[str, str], params: Params) -> None:
+        raw = labels.get(params.peak_memory_label)
         self.peak = quantity_or_none(raw) if raw else None
-        self.slo = pod.labels.get(params.slo_label, "")
+        self.slo = labels.get(params.slo_label, "")
 
 
-def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
-    obj = pod.memo.get(CLAIM_OBJECT)
-    if obj is not None:
-        claim = parse_claim(obj, namespace=pod.memo.get(NAMESPACE, ""))
-        base: Path = (
-            ("spec", "spec", "devices")
-            if claim.kind == "ResourceClaimTemplate"
-            else (
-                "spec",
-                "devices",
-            )
-        )
-        yield from tolerations(claim, base, f'{claim.kind} "{shown(claim.name)}"')
-        if inventory.dra.known:
-            asks: list[Ask] = []
-            context = _Context(pod, params)
-            yield from _claim(claim, inventory, context, params, base, None, asks)
-            yield from joint(inventory.dra, asks, base, f'{claim.kind} "{shown(claim.name)}"')
+def run(target: PodView | ClaimView, *, context: Context, params: Params) -> Iterator[Violation]:
+    if type(target) is ClaimView:
+        yield from _claim_object(target, context, params)
         return
-    items = pod.spec.get("resourceClaims")
+    assert type(target) is PodView
+    items = target.spec.get("resourceClaims")
     if type(items) is not list or not items:
         return  # nearly every pod: one lookup
-    yield from _pod_claims(pod, items, inventory, params)
+    yield from _pod_claims(target, items, context, params)
+
+
+def _claim_object(target: ClaimView, context: Context, params: Params) -> Iterator[Violation]:
+    inventory = context.inventory
+    claim = parse_claim(target.obj, namespace=context.namespace)
+    base: Path = (
+        ("spec", "spec", "devices")
+        if claim.kind == "ResourceClaimTemplate"
+        else ("spec", "devices")
+    )
+    yield from tolerations(claim, base, f'{claim.kind} "{shown(claim.name)}"')
+    if inventory.dra.known:
+        asks: list[Ask] = []
+        declared = _Declared(target.labels, params)
+        yield from _claim(claim, inventory, declared, params, base, None, asks)
+        yield from joint(inventory.dra, asks, base, f'{claim.kind} "{shown(claim.name)}"')
 
 
 def _pod_claims(
-    pod: PodView, items: list[Any], inventory: Inventory, params: Params
+    pod: PodView, items: list[Any], context: Context, params: Params
 ) -> Iterator[Violation]:
+    inventory = context.inventory
     supply = inventory.dra
-    namespace = pod.memo.get(NAMESPACE, "default")
-    context = _Context(pod, params)
+    namespace = context.namespace
+    declared = _Declared(pod.labels, params)
     asks: list[Ask] = []
     for index, item in enumerate(items):
         item = as_dict(item)
@@ -102,7 +109,7 @@ def _pod_claims(
                 continue
             if supply.known:
                 where = f'pod claim "{shown(item.get("name"))}" ({format_path(path)}): '
-                yield from _claim(claim, inventory, context, params, (*path, field), where, asks)
+                yield from _claim(claim, inventory, declared, params, (*path, field), where, asks)
     yield from joint(inventory.dra, asks, pod.where("resourceClaims"), "the pod")
 
 
@@ -130,7 +137,7 @@ def _missing(
 def _claim(
     claim: ClaimSpec,
     inventory: Inventory,
-    context: _Context,
+    declared: _Declared,
     params: Params,
     base: Path,
     where: str | None,
@@ -164,8 +171,8 @@ def _claim(
             asks.append(ask)
         if alt.mode == "All":
             yield from mixed(ask, path)
-        yield from _memory(alt, m, context, what, path)
-        if context.slo in params.exclusive_slo_classes and (
+        yield from _memory(alt, m, declared, what, path)
+        if declared.slo in params.exclusive_slo_classes and (
             shared_by_config or any(d.shared for d in m.devices)
         ):
             why = (
@@ -176,7 +183,7 @@ def _claim(
             yield Violation(
                 "shared-device",
                 path,
-                f"{what}: the pod is {context.slo} ({params.slo_label}), but {why}, so other "
+                f"{what}: the pod is {declared.slo} ({params.slo_label}), but {why}, so other "
                 f"workloads share the GPU and its tail latency is unbounded. Ask for an "
                 f"exclusive device (no MPS or TimeSlicing config).",
             )
@@ -255,19 +262,19 @@ def _no_device(
 
 
 def _memory(
-    alt: ExactRequest, m: Match, context: _Context, what: str, path: Path
+    alt: ExactRequest, m: Match, declared: _Declared, what: str, path: Path
 ) -> Iterator[Violation]:
-    if context.peak is None or context.peak <= 0:
+    if declared.peak is None or declared.peak <= 0:
         return
     sizes = [mem for d in m.devices if (mem := d.memory()) is not None]
     if not sizes or len(sizes) < len(m.devices):
         return  # a device without a memory capacity: nothing to compare with
     largest = max(sizes)
-    if context.peak > largest:
+    if declared.peak > largest:
         yield Violation(
             "memory-exceeds-device",
             path,
-            f"{what}: the declared peak GPU memory {format_mib(Fraction(context.peak, _MIB))} "
+            f"{what}: the declared peak GPU memory {format_mib(Fraction(declared.peak, _MIB))} "
             f"is above the memory capacity of every device the request can match (largest "
             f"{format_mib(Fraction(largest, _MIB))}, of {plural(len(sizes), 'device')}); "
             f"MIG slices expose less than their nominal size. Ask for a larger device.",
@@ -284,10 +291,20 @@ def _shared_strategy(claim: ClaimSpec) -> str:
     return ""
 
 
+def judges(params: Params) -> Mapping[TargetKind, Reads]:
+    """Pods' claims and claim objects, against the DRA supply; a claim's findings
+    quote its name."""
+    return {
+        "pod": Reads(claims=True, dra_supply=True),
+        "claim": Reads(dra_supply=True, names=True),
+    }
+
+
 CHECK = Check(
     name="dra-claims",
     params=Params,
     run=run,
+    judges=judges,
     rules={
         "unknown-device-class": Rule(
             "A DRA request names a DeviceClass that does not exist.", uses_inventory=True

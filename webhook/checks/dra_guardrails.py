@@ -23,22 +23,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.dra.model import ClaimSpec, DraSupply, parse_claim
+from webhook.core.dra.model import ADMIN_ACCESS_LABEL, ClaimSpec, DraSupply, parse_claim
 from webhook.core.engine.check import Check, CheckParams, Rule
-from webhook.core.engine.subject import Subject
+from webhook.core.engine.context import Context
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.dicts import as_dict
 from webhook.core.kit.paths import Path
 from webhook.core.kit.text import listing, shown
 from webhook.core.kit.violation import Violation
-from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.pods import (
-    ADMIN_ACCESS_LABEL,
-    CLAIM_OBJECT,
-    NAMESPACE,
-    NAMESPACE_OBJECT,
-    REQUEST,
-    PodView,
-)
+from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.targets import ClaimView, NamespaceView, TargetKind
 
 _VFIO = re.compile(r"""\.type\s*==\s*['"]vfio['"]""")
 
@@ -56,31 +50,22 @@ class Params(CheckParams):
     passthrough_namespaces: tuple[str, ...] = ()
 
 
-def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
-    memo = pod.memo
-    if (
-        not pod.spec.get("resourceClaims")
-        and CLAIM_OBJECT not in memo
-        and NAMESPACE_OBJECT not in memo
-    ):
-        return  # nearly every pod: three lookups
-    namespace_obj = pod.memo.get(NAMESPACE_OBJECT)
-    if namespace_obj is not None:
-        yield from _admin_label(namespace_obj, pod.memo.get(REQUEST), params)
-        return
-    namespace = pod.memo.get(NAMESPACE, "default")
-    if namespace in params.passthrough_namespaces:
-        return
-    obj = pod.memo.get(CLAIM_OBJECT)
-    if obj is not None:
-        claim = parse_claim(obj, namespace=namespace)
+def run(
+    target: PodView | ClaimView | NamespaceView, *, context: Context, params: Params
+) -> Iterator[Violation]:
+    if type(target) is PodView:
+        items = target.spec.get("resourceClaims")
+        if type(items) is not list or not items:
+            return  # nearly every pod: one lookup
+        if context.namespace not in params.passthrough_namespaces:
+            yield from _pod_claims(target, items, context.inventory.dra, context.namespace, params)
+    elif type(target) is NamespaceView:
+        if target.labels.get(ADMIN_ACCESS_LABEL) == "true":
+            yield from _admin_label(target, context, params)
+    elif type(target) is ClaimView and context.namespace not in params.passthrough_namespaces:
+        claim = parse_claim(target.obj, namespace=context.namespace)
         base: Path = ("spec", "spec") if claim.kind == "ResourceClaimTemplate" else ("spec",)
-        yield from _passthrough(claim, inventory.dra, params, base, "")
-        return
-    items = pod.spec.get("resourceClaims")
-    if type(items) is not list or not items:
-        return  # nearly every pod: one lookup
-    yield from _pod_claims(pod, items, inventory.dra, namespace, params)
+        yield from _passthrough(claim, context.inventory.dra, params, base, "")
 
 
 def _pod_claims(
@@ -99,13 +84,10 @@ def _pod_claims(
                 yield from _passthrough(claim, supply, params, path, where)
 
 
-def _admin_label(
-    obj: Mapping[str, Any], request: Subject | None, params: Params
-) -> Iterator[Violation]:
-    meta = as_dict(obj.get("metadata"))
-    name = shown(meta.get("name"))
+def _admin_label(namespace: NamespaceView, context: Context, params: Params) -> Iterator[Violation]:
+    name = shown(namespace.name)
     path: Path = ("metadata", "labels", ADMIN_ACCESS_LABEL)
-    if request is None:  # check, audit: no request says who set it
+    if not context.at_admission:  # check, audit: no request says who set it
         if name not in params.admin_access_namespaces:
             allowed = listing(list(params.admin_access_namespaces)) or "none"
             yield Violation(
@@ -118,10 +100,10 @@ def _admin_label(
                 advisory=True,
             )
         return
-    old_labels = as_dict(as_dict((request.old or {}).get("metadata")).get("labels"))
+    old_labels = as_dict(as_dict((context.old or {}).get("metadata")).get("labels"))
     if old_labels.get(ADMIN_ACCESS_LABEL) == "true":
         return  # the label was already there: only setting it is judged
-    user = request.user or {}
+    user = context.user or {}
     username = user.get("username") if isinstance(user.get("username"), str) else ""
     raw = user.get("groups")
     groups = [g for g in raw if isinstance(g, str)] if isinstance(raw, list) else []
@@ -172,10 +154,21 @@ def _passthrough_reason(
     return None
 
 
+def judges(params: Params) -> Mapping[TargetKind, Reads]:
+    """Pods' claims and claim objects against the passthrough classes; a Namespace's
+    admin-access label, and who sets it."""
+    return {
+        "pod": Reads(claims=True, dra_supply=True),
+        "claim": Reads(dra_supply=True, names=True),
+        "namespace": Reads(labels=frozenset({ADMIN_ACCESS_LABEL}), requester=True, names=True),
+    }
+
+
 CHECK = Check(
     name="dra-guardrails",
     params=Params,
     run=run,
+    judges=judges,
     rules={
         "admin-access-label": Rule(
             "Setting the DRA admin-access label on a Namespace, by someone not allowed to."

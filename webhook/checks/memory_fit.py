@@ -10,7 +10,7 @@ or its fraction of the memory of the devices where it can land.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -18,8 +18,10 @@ from typing import Literal
 
 from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
 from webhook.core.access.model import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
-from webhook.core.access.shares import asks, memory_request
+from webhook.core.access.shares import SHARE_ANNOTATIONS, asks, memory_request
 from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.engine.context import Context
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.paths import format_path
 from webhook.core.kit.quantity import format_mib, to_mib
 from webhook.core.kit.text import PLACEHOLDER, is_placeholder, matches_any, shown
@@ -34,6 +36,7 @@ from webhook.core.supply.scheduling import (
     pin_selector,
 )
 from webhook.core.workloads.pods import PodView, ResourceAmount
+from webhook.core.workloads.targets import TargetKind
 from webhook.errors import QuantityError
 
 EXAMPLE = "12Gi"
@@ -269,7 +272,8 @@ def _judge_by_catalog(
         )
 
 
-def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+def run(pod: PodView, *, context: Context, params: Params) -> Iterator[Violation]:
+    inventory = context.inventory
     shares = gpu_shares(pod)
     amounts = _gpu_amounts(pod, params, shares)
     if not amounts and not shares:
@@ -364,10 +368,16 @@ def _judge_fraction(
         )
 
 
+def judges(params: Params) -> Mapping[TargetKind, Reads]:
+    """GPU requests and shares (KAI's by annotation), against the devices they can land on."""
+    return {"pod": Reads(extended_resources=True, annotations=SHARE_ANNOTATIONS)}
+
+
 CHECK = Check(
     name="memory-fit",
     params=Params,
     run=run,
+    judges=judges,
     rules={
         "missing-peak-memory": Rule("A GPU pod without the peak-memory label."),
         "invalid-peak-memory": Rule("A peak-memory label that is not a Kubernetes quantity."),

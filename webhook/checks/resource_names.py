@@ -7,13 +7,15 @@ so what it would reject (fractions, requests without limits) is reported here to
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from webhook.core.access.model import GpuResources, gpu_amounts, gpu_requests, gpu_resources
 from webhook.core.dra.match import extended_classes, extended_match
 from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.engine.context import Context
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.dicts import as_dict
 from webhook.core.kit.paths import Path, format_path
 from webhook.core.kit.quantity import quantity_or_none
@@ -31,6 +33,7 @@ from webhook.core.supply.scheduling import (
 )
 from webhook.core.workloads.pods import PodView, ResourceAmount
 from webhook.core.workloads.requests import Count
+from webhook.core.workloads.targets import TargetKind
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,8 @@ def _n(value: Count) -> str:
     return str(value.numerator) if value.denominator == 1 else f"{float(value):g}"
 
 
-def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+def run(pod: PodView, *, context: Context, params: Params) -> Iterator[Violation]:
+    inventory = context.inventory
     amounts = gpu_amounts(pod, gpus=params.gpus)  # zero and malformed ones too
     if not amounts:
         return
@@ -273,10 +277,16 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
         yield from _capacity(pod, inventory, requests)
 
 
+def judges(params: Params) -> Mapping[TargetKind, Reads]:
+    """GPU resource names, against what nodes advertise and DRA classes map (KEP-5004)."""
+    return {"pod": Reads(extended_resources=True, dra_supply=True)}
+
+
 CHECK = Check(
     name="resource-names",
     params=Params,
     run=run,
+    judges=judges,
     rules={
         "unknown-resource": Rule(
             "A GPU resource no node advertises (a typo or a missing profile).", uses_inventory=True

@@ -13,8 +13,10 @@ from functools import cached_property
 
 from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
 from webhook.core.access.model import GpuResources, Share, gpu_requests, gpu_resources, gpu_shares
-from webhook.core.access.shares import asks, mig_option, own_device
+from webhook.core.access.shares import SHARE_ANNOTATIONS, asks, mig_option, own_device
 from webhook.core.engine.check import Check, CheckParams, Rule
+from webhook.core.engine.context import Context
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.paths import format_path
 from webhook.core.kit.text import PLACEHOLDER, is_placeholder, listing, shown
 from webhook.core.kit.violation import Violation
@@ -29,6 +31,7 @@ from webhook.core.supply.scheduling import (
     untolerated_among,
 )
 from webhook.core.workloads.pods import PodView, ResourceAmount
+from webhook.core.workloads.targets import TargetKind
 
 
 @dataclass(frozen=True)
@@ -205,7 +208,8 @@ def _add_label(pod: PodView, params: Params) -> str:
     return f"Add the label to the pod (template) metadata with one of: {', '.join(params.classes)}."
 
 
-def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violation]:
+def run(pod: PodView, *, context: Context, params: Params) -> Iterator[Violation]:
+    inventory = context.inventory
     shares = gpu_shares(pod)
     # A share's own device request (HAMi's nvidia.com/gpu beside gpumem) is the share.
     covered = {(id(s.container), s.resource) for s in shares} if shares else None
@@ -246,10 +250,16 @@ def run(pod: PodView, inventory: Inventory, params: Params) -> Iterator[Violatio
         yield from _judge(pod, amount, slo, accepted, inventory, params)
 
 
+def judges(params: Params) -> Mapping[TargetKind, Reads]:
+    """GPU requests and shares (KAI's by annotation), against the sharing of their devices."""
+    return {"pod": Reads(extended_resources=True, annotations=SHARE_ANNOTATIONS)}
+
+
 CHECK = Check(
     name="slo-class",
     params=Params,
     run=run,
+    judges=judges,
     rules={
         "missing-slo-class": Rule("A GPU pod without the SLO-class label."),
         "unknown-slo-class": Rule("An SLO-class label with a class that is not configured."),

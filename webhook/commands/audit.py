@@ -18,19 +18,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.core.engine.evaluation import Finding, evaluate
+from webhook.core.engine.evaluation import Finding, evaluate, problem
 from webhook.core.engine.policy import PolicySet
-from webhook.core.engine.prefilter import Prefilter, plain_verdict
 from webhook.core.engine.subject import Subject, subject_of
 from webhook.core.kit.dicts import api_group, as_dict, as_list
 from webhook.core.kit.paths import Path
 from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.identity import namespace_of
-from webhook.core.workloads.pods import BUILTIN_TEMPLATES
-from webhook.errors import GpuAdmissionError
+from webhook.core.workloads.identity import namespace_of, shown_name
+from webhook.core.workloads.kinds import BUILTIN_TEMPLATES
 
 FailOn = Literal["deny", "warn", "never"]
-_MAX_VERDICTS = 4096
 _MAX_OWNER_DEPTH = 8  # Pod -> ReplicaSet -> Deployment is 2; a cycle must not hang us
 
 
@@ -133,13 +130,6 @@ class Auditor:
     _owners: dict[str, _Owner] = field(default_factory=dict)
     _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
     _interned: dict[Finding, Finding] = field(default_factory=dict)
-    _prefilter: Prefilter | None = field(default=None, init=False)
-    # plain_verdict by (kind, namespace): it reads nothing else, and a dump has few of
-    # them (at most _MAX_VERDICTS are kept, whatever the dump holds).
-    _verdicts: dict[tuple[str, str], str | None] = field(default_factory=dict, init=False)
-
-    def __post_init__(self) -> None:
-        self._prefilter = Prefilter.of(self.policy_set) if self.prefilter else None
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
@@ -173,27 +163,10 @@ class Auditor:
             self._records.append(_Record(ref, owner, findings, location))
 
     def _evaluate(self, subject: Subject, location: str) -> tuple[Finding, ...] | None:
-        if self._prefilter is not None and self._prefilter.plain(subject.obj):
-            skipped = self._plain_verdict(subject)  # no GPU channel: see core.prefilter
-            if skipped is not None:
-                self._skipped[skipped] += 1
-                return None
-            self._evaluated += 1
-            return ()
-        try:
-            decision = evaluate(self.policy_set, subject, self.inventory)
-        except GpuAdmissionError as exc:  # too large to judge: an input error, exit 2
-            where = f"{location}: " if location else ""
-            meta = as_dict(subject.obj.get("metadata"))
-            ref = _ref(meta, str(subject.obj["apiVersion"]), subject.kind, subject.namespace)
-            self.errors.append(f"{where}{ref} not judged: {exc}")
-            return None
-        if decision.error is not None:  # a bug on one object: exit 2, the audit goes on
-            where = f"{location}: " if location else ""
-            obj = subject.obj
-            meta = as_dict(obj.get("metadata"))
-            ref = _ref(meta, str(obj["apiVersion"]), subject.kind, subject.namespace)
-            self.errors.append(f"{where}internal error while evaluating {ref}: {decision.error}")
+        decision = evaluate(self.policy_set, subject, self.inventory, prefilter=self.prefilter)
+        trouble = problem(decision, subject)
+        if trouble is not None:  # invalid input or a bug on one object: exit 2, it goes on
+            self.errors.append(f"{location}: {trouble}" if location else trouble)
             return None
         if decision.skipped is not None:
             self._skipped[decision.skipped] += 1
@@ -202,15 +175,6 @@ class Auditor:
         if not decision.findings:
             return ()
         return tuple(self._interned.setdefault(f, f) for f in decision.findings)
-
-    def _plain_verdict(self, subject: Subject) -> str | None:
-        key = (subject.kind, subject.namespace)
-        if key in self._verdicts:
-            return self._verdicts[key]
-        found = plain_verdict(self.policy_set, subject)
-        if len(self._verdicts) < _MAX_VERDICTS:
-            self._verdicts[key] = found
-        return found
 
     def state(self) -> AuditState:
         """What this auditor gathered, without its policies and inventory: what a worker
@@ -317,8 +281,7 @@ class _Folding:
 
 
 def _ref(meta: Mapping[str, Any], api_version: str, kind: str, namespace: str) -> ObjectRef:
-    name = meta.get("name") or meta.get("generateName") or ""
-    return ObjectRef(api_version, kind, namespace, str(name), str(meta.get("uid") or ""))
+    return ObjectRef(api_version, kind, namespace, shown_name(meta), str(meta.get("uid") or ""))
 
 
 def _controller_uid(meta: Mapping[str, Any]) -> str:

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from webhook.core.dra.model import CLAIM_KINDS, DRA_KINDS
 from webhook.core.dra.model import GROUP as DRA_GROUP
-from webhook.core.engine.evaluation import Finding, evaluate
+from webhook.core.engine.evaluation import Finding, evaluate, problem
 from webhook.core.engine.policy import PolicySet
-from webhook.core.engine.prefilter import Prefilter, plain_verdict
 from webhook.core.engine.subject import DEFAULT_NAMESPACE, subject_of
 from webhook.core.kit.paths import Path
 from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.identity import namespace_of, shown_name
-from webhook.errors import GpuAdmissionError, ManifestError
+from webhook.core.workloads.identity import namespace_of
+from webhook.errors import ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 
 if TYPE_CHECKING:
@@ -41,10 +40,9 @@ def check_paths(
     paths are files already (what expand_paths gave), not to be looked at again. A big
     JSON dump is streamed instead, across `dump_workers` processes (checkdump)."""
     run = Run()
-    prefilter = Prefilter.of(policy_set)
     names = list(paths) if expanded else list(expand_paths(paths))
     stdin = read_text("-") if "-" in names else None
-    if input_dra:
+    if input_dra and policy_set.reads_dra_supply:  # what a check reads (engine.reads)
         inventory = with_dra_of_files(inventory, names, stdin=stdin)
     for name in names:
         run.files += 1
@@ -67,7 +65,7 @@ def check_paths(
             for item in iter_objects(name, data):
                 run.found.add(name)
                 if isinstance(item, SourceObject):
-                    check_object(item, run, policy_set, inventory, prefilter)
+                    check_object(item, run, policy_set, inventory)
                 else:
                     run.objects += 1
                     run.skipped["not an object"] += 1
@@ -185,41 +183,18 @@ class Placed(Protocol):
     def line_of(self, field: Path) -> int: ...
 
 
-def check_object(
-    item: Placed,
-    run: Run,
-    policy_set: PolicySet,
-    inventory: Inventory,
-    prefilter: Prefilter | None = None,
-) -> None:
+def check_object(item: Placed, run: Run, policy_set: PolicySet, inventory: Inventory) -> None:
     run.objects += 1
     obj = item.obj
     if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
         run.skipped["without apiVersion/kind"] += 1
         return
     subject = subject_of(obj)
-    if prefilter is not None and type(obj) is dict and prefilter.plain(obj):
-        skipped = plain_verdict(policy_set, subject)  # no GPU channel: see core.prefilter
-        if skipped is not None:
-            run.skipped[skipped] += 1
-        else:
-            run.evaluated += 1
-        return
-    meta = _meta(obj)
-    namespace = subject.namespace
-    name = shown_name(meta)
-    try:
-        decision = evaluate(policy_set, subject, inventory)
-    except GpuAdmissionError as exc:  # an object too large to judge: an input error
-        run.errors.append(
-            f"{item.source}:{item.line_of(())}: {obj['kind']} {name} not judged: {exc}"
-        )
-        return
-    if decision.error is not None:  # a bug in a check: exit 2, the other files go on
-        run.errors.append(
-            f"{item.source}:{item.document_line}: internal error while "
-            f"evaluating {obj['kind']} {namespace}/{name}: {decision.error}"
-        )
+    decision = evaluate(policy_set, subject, inventory)
+    trouble = problem(decision, subject)
+    if trouble is not None:  # invalid input, or a bug in a check: exit 2, the rest goes on
+        line = item.line_of(()) if decision.invalid is not None else item.document_line
+        run.errors.append(f"{item.source}:{line}: {trouble}")
         return
     if decision.skipped is not None:
         run.skipped[decision.skipped] += 1
@@ -232,16 +207,11 @@ def check_object(
                 item.line_of(f.path),
                 obj["apiVersion"],
                 obj["kind"],
-                namespace,
-                name,
+                subject.namespace,
+                subject.name,
                 f,
             )
         )
-
-
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from typing import Any
 
 from webhook.commands.check import Run, check_object, merged_in_order
 from webhook.core.engine.policy import PolicySet
-from webhook.core.engine.prefilter import Prefilter
 from webhook.core.kit.paths import Path
 from webhook.core.supply.inventory import Inventory
 from webhook.sources import dumpsplit
@@ -88,11 +87,10 @@ def _check_part(job: tuple[dumpsplit.Part, int]) -> Run | None:
     part, base = job
     run = Run()
     source = part.path
-    prefilter = Prefilter.of(policy_set)
     try:
         for line, obj, text in dumpsplit.items(part, lines=[]):
             item = DumpItem(source, obj, base + line + 1, text)
-            check_object(item, run, policy_set, inventory, prefilter)
+            check_object(item, run, policy_set, inventory)
     except (dumpsplit.Unusual, OSError):
         return None
     return run

@@ -12,20 +12,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from webhook.core.engine.evaluation import Decision, Finding, Outcome, evaluate
+from webhook.core.engine.evaluation import Decision, Finding, Outcome, evaluate, problem
 from webhook.core.engine.policy import PolicySet
 from webhook.core.engine.subject import subject_of
-from webhook.core.kit.dicts import as_dict
 from webhook.core.kit.paths import format_path
 from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.identity import shown_name
 from webhook.sources.dumps import Sourced
 
 Change = Literal["became-denied", "became-allowed", "changed"]
 
 
 class EvaluationFailed(Exception):
-    """A check raised on the object under one of the two policy sets."""
+    """The object was not judged under one of the two policy sets: it cannot be judged
+    as it is (too large), or a check raised on it. Either is exit 2, never "unchanged"."""
 
 
 def outcome(decision: Decision) -> Outcome:
@@ -102,7 +101,7 @@ def diff_objects(
         try:
             diff = _diff_one(obj, item.location, base, head, inventory)
         except EvaluationFailed as exc:  # exit 2; the other objects go on
-            report.errors.append(f"{item.location}: internal error: {exc}")
+            report.errors.append(f"{item.location}: {exc}")
             continue
         if diff is not False:
             report.evaluated += 1
@@ -115,15 +114,12 @@ def _diff_one(
     obj: Mapping[str, Any], location: str, base: PolicySet, head: PolicySet, inv: Inventory
 ) -> ObjectDiff | bool:
     """The object's diff; True if it is unchanged; False if neither set judged it."""
-    meta = as_dict(obj.get("metadata"))
     subject = subject_of(obj)
     before, after = evaluate(base, subject, inv), evaluate(head, subject, inv)
     for which, decision in (("base", before), ("head", after)):
-        if decision.error is not None:
-            raise EvaluationFailed(
-                f"{subject.kind} {subject.namespace}/{_name(meta)} under the {which} "
-                f"policies: {decision.error}"
-            )
+        trouble = problem(decision, subject)
+        if trouble is not None:
+            raise EvaluationFailed(f"{trouble} (under the {which} policies)")
     if before.skipped is not None and after.skipped is not None:
         return False
     old, new = set(before.findings), set(after.findings)
@@ -144,17 +140,13 @@ def _diff_one(
         str(obj.get("apiVersion") or ""),
         str(obj["kind"]),
         subject.namespace,
-        _name(meta),
+        subject.name,
         change,
         was,
         now,
         tuple(f for f in before.findings if f not in new),
         tuple(f for f in after.findings if f not in old),
     )
-
-
-def _name(meta: Mapping[str, Any]) -> str:
-    return shown_name(meta)
 
 
 def _finding_json(f: Finding) -> dict[str, str]:

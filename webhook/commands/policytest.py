@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from webhook.core.engine.evaluation import Outcome
 from webhook.core.engine.policy import PolicySet
 from webhook.core.kit.dicts import as_dict, as_list
 from webhook.core.supply.inventory import Inventory, nodes_from_document
@@ -38,8 +37,13 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# The engine's closed set but `invalid`: an object that cannot be judged is an input
+# error of the suite (exit 2), never an expectation that passes.
+Expected = Literal["allow", "warn", "deny", "skip", "error"]
+
+
 class Expect(_Strict):
-    outcome: Outcome  # the engine's closed set; `allow` is met by a skip too (see `met`)
+    outcome: Expected  # `allow` is met by a skip too (see `met`)
     rules: list[str] | None = None  # exactly these policy/rule ids fire; None: not checked
     messageMatches: str | None = None  # a regex some finding's message must contain
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 from webhook.commands.policytest import (
     Case,
+    Expected,
     PolicyCache,
     Suite,
     SuiteError,
     is_suite_file,
     load_suites,
 )
-from webhook.core.engine.evaluation import Decision, Outcome, evaluate
+from webhook.core.engine.evaluation import Decision, Outcome, evaluate, problem
 from webhook.core.engine.subject import subject_of
 from webhook.sources.files import MANIFEST_SUFFIXES
 
@@ -26,10 +27,12 @@ class CaseResult:
     problems: tuple[str, ...]  # empty: passed
     findings: tuple[str, ...]  # "deny policy/rule: message", for failure reports
     seconds: float
+    # The case's object cannot be judged as it is (too large): an input error, exit 2.
+    error: str | None = None
 
     @property
     def passed(self) -> bool:
-        return not self.problems
+        return not self.problems and self.error is None
 
 
 @dataclass
@@ -84,6 +87,11 @@ def run_suite(suite: Suite) -> SuiteResult:
             old=case.old,
         )
         decision = evaluate(suite.policies, subject, case.inventory)
+        if decision.invalid is not None:
+            error = problem(decision, subject)
+            elapsed = time.perf_counter() - start
+            result.cases.append(CaseResult(case.name, (), (), elapsed, error))
+            continue
         problems = tuple(_problems(case, decision))
         findings = tuple(f"{f.action} {f.policy}/{f.rule}: {f.message}" for f in decision.findings)
         result.cases.append(CaseResult(case.name, problems, findings, time.perf_counter() - start))
@@ -105,14 +113,14 @@ def _problems(case: Case, decision: Decision) -> Iterable[str]:
         yield f"no finding's message matches /{case.pattern.pattern}/"
 
 
-def met(expected: Outcome, got: Outcome) -> bool:
+def met(expected: Expected, got: Outcome) -> bool:
     """`allow` is what admission does, and it lets a skipped object through too; `skip`
     asks for more: that no policy of the suite judged the object at all."""
     return got == expected or (expected == "allow" and got == "skip")
 
 
 def exit_code(results: Sequence[SuiteResult], errors: Sequence[str]) -> int:
-    if errors or any(r.error for r in results):
+    if errors or any(r.error or any(c.error for c in r.cases) for r in results):
         return 2
     return 1 if any(not c.passed for r in results for c in r.cases) else 0
 

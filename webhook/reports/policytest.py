@@ -19,6 +19,10 @@ def render_text(results: Sequence[SuiteResult], errors: Sequence[str], *, colour
         if r.error is not None:
             lines.append(f"  {_style('MALFORMED', colour, fg='red')}  {r.error}")
         for c in r.cases:
+            if c.error is not None:
+                lines.append(f"  {_style('ERROR', colour, fg='red')}  {c.name}")
+                lines.append(f"        {c.error}")
+                continue
             mark = (
                 _style("PASS", colour, fg="green") if c.passed else _style("FAIL", colour, fg="red")
             )
@@ -34,11 +38,12 @@ def render_text(results: Sequence[SuiteResult], errors: Sequence[str], *, colour
 
 def _summary(results: Sequence[SuiteResult]) -> str:
     cases = [c for r in results for c in r.cases]
-    failed = sum(not c.passed for c in cases)
+    failed = sum(not c.passed and c.error is None for c in cases)
+    errors = sum(c.error is not None for c in cases)
     malformed = sum(r.error is not None for r in results)
-    text = (
-        f"{len(results)} suites, {len(cases)} cases: {len(cases) - failed} passed, {failed} failed"
-    )
+    passed = len(cases) - failed - errors
+    text = f"{len(results)} suites, {len(cases)} cases: {passed} passed, {failed} failed"
+    text += f", {errors} not judged (input errors)" if errors else ""
     return text + (f", {malformed} suites malformed" if malformed else "")
 
 
@@ -53,6 +58,9 @@ def render_junit_results(results: Sequence[SuiteResult], errors: Sequence[str]) 
         if r.error is not None:
             suite.cases.append(JunitCase("load suite", r.file, error=r.error))
         for c in r.cases:
+            if c.error is not None:
+                suite.cases.append(JunitCase(c.name, r.name, error=c.error, seconds=c.seconds))
+                continue
             failure = "\n".join([*c.problems, *(f"finding: {f}" for f in c.findings)])
             suite.cases.append(
                 JunitCase(

@@ -24,7 +24,7 @@ from webhook.core.engine.policy import PolicySet
 from webhook.core.engine.subject import Subject, subject_of
 from webhook.core.kit.text import clip
 from webhook.core.supply.inventory import Inventory
-from webhook.errors import EvaluationError, ReviewError
+from webhook.errors import EvaluationError, ReviewError, WorkloadError
 
 API_VERSION = "admission.k8s.io/v1"
 WARNING_WIDTH = 120  # kubectl shows longer ones, but the apiserver may cut past 256
@@ -120,7 +120,8 @@ def judge(
     """What this webhook decides for one request (DELETE and CONNECT are not judged).
 
     `evaluator` is `engine.evaluate` or a cache's `evaluate` in front of it. A check that
-    raised is EvaluationError (an internal fault: HTTP 500), never an allow."""
+    raised is EvaluationError (an internal fault: HTTP 500), never an allow; an object
+    too large to judge is WorkloadError (the request's fault: HTTP 400)."""
     if request.operation not in ("CREATE", "UPDATE") or request.obj is None:
         return Decision(skipped=f"{request.operation} is not judged")
     if request.kind == "Pod" and request.operation == "UPDATE":
@@ -129,6 +130,8 @@ def judge(
         decision = _new_findings_only(request, policy_set, inventory, stale, evaluator)
     else:
         decision = evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
+    if decision.invalid is not None:
+        raise WorkloadError(decision.invalid)
     if decision.error is not None:
         raise EvaluationError(decision.error)
     return decision
@@ -137,15 +140,15 @@ def judge(
 def _subject(request: AdmissionRequest, obj: Mapping[str, Any]) -> Subject:
     # The request's namespace is the one the object is created in (the apiserver takes it
     # from the URL); "" for a cluster-scoped object, which then falls back like a file.
-    if request.kind == "Namespace":  # the one kind judged by who asks (dra-guardrails)
-        return subject_of(
-            obj,
-            namespace=request.namespace,
-            operation=request.operation,
-            user=request.user_info or {},
-            old=request.old_obj,
-        )
-    return subject_of(obj, namespace=request.namespace, operation=request.operation)
+    # Who asks and the object before an UPDATE go to every check (its Context); the
+    # evaluation cache leaves alone what a check that reads them judges.
+    return subject_of(
+        obj,
+        namespace=request.namespace,
+        operation=request.operation,
+        user=request.user_info or {},
+        old=request.old_obj,
+    )
 
 
 def _new_findings_only(
@@ -164,7 +167,7 @@ def _new_findings_only(
     old = evaluator(policy_set, _subject(request, request.old_obj), inventory, stale=stale)
     seen = {(f.policy, f.rule, f.message) for f in old.findings}
     fresh = tuple(f for f in new.findings if (f.policy, f.rule, f.message) not in seen)
-    return Decision(fresh, new.skipped, new.pod_specs, new.error or old.error)
+    return Decision(fresh, new.skipped, new.pod_specs, new.error or old.error, new.invalid)
 
 
 def allowed_bytes(request_uid: str) -> bytes:

@@ -9,6 +9,11 @@ the policy set or the inventory snapshot is swapped, and is bounded twice: by en
 first). A key or a decision over MAX_ENTRY_BYTES is never kept: a tenant's 250 KB env
 value makes each of its Pods distinct, and would otherwise fill the cache with them.
 
+What "everything a check can read" is comes from the checks' own declarations
+(webhook.core.engine.reads), for the kinds of target the object makes: a check that
+judges by who asks (a Namespace's admin-access label) keeps its objects out of the
+cache, and one whose findings quote the object's name gets the name into the key.
+
 One mutation would defeat it: the ServiceAccount admission plugin, which runs before
 any validating webhook, gives every Pod a projected token volume with a random name
 (`kube-api-access-x7k2p`) and mounts it in each container. The key uses one name for
@@ -26,7 +31,9 @@ import orjson
 
 from webhook.core.engine.evaluation import Decision, Finding, Staleness, Subject, evaluate
 from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.reads import Reads
 from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.targets import target_kinds
 
 _TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]{5}")
 _CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
@@ -68,7 +75,8 @@ class EvaluationCache:
             self._order.clear()
             self.bytes = 0
             self._for = (policy_set, inventory)
-        key = fingerprint(subject)
+        reads = policy_set.reads_of(target_kinds(subject.obj, custom=policy_set.custom_kinds))
+        key = fingerprint(subject, reads)
         if key is None or len(key) > MAX_ENTRY_BYTES:
             return evaluate(policy_set, subject, inventory)
         entry = self._entries.get(key)
@@ -110,10 +118,11 @@ def entry_bytes(key: bytes, findings: tuple[Finding, ...]) -> int:
     return size
 
 
-def fingerprint(subject: Subject) -> bytes | None:
-    """Everything of the subject a check can read, as bytes; None if it will not encode."""
+def fingerprint(subject: Subject, reads: Reads) -> bytes | None:
+    """Everything of the subject the checks can read, as bytes; None if it must not come
+    from the cache (a check reads who asks) or will not encode."""
     obj = subject.obj
-    if subject.user is not None:
+    if reads.requester:
         return None  # judged by who asks (a Namespace label change): never from the cache
     trimmed: dict[str, Any] = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
     spec = trimmed.get("spec")
@@ -121,9 +130,9 @@ def fingerprint(subject: Subject) -> bytes | None:
         trimmed["spec"] = _one_token_volume_name(spec)
     meta = obj.get("metadata")
     if isinstance(meta, dict):
-        # A Pod's findings never name the Pod (the response does), so its replicas share
-        # an entry; other kinds' may (a claim's name their claim): their name is read.
-        read = _METADATA_READ if obj.get("kind") == "Pod" else _METADATA_NAMED
+        # No pod check's findings name the Pod (the response does), so a ReplicaSet's Pods
+        # share an entry; a check that quotes a claim's name declares it, and gets it.
+        read = _METADATA_NAMED if reads.names else _METADATA_READ
         trimmed["metadata"] = {k: meta.get(k) for k in read}
     try:
         return orjson.dumps([subject.namespace, trimmed])

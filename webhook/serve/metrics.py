@@ -25,7 +25,7 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from webhook.core.engine.policy import PolicySet
-from webhook.core.workloads.pods import BUILTIN_TEMPLATES
+from webhook.core.workloads.kinds import BUILTIN_TEMPLATES
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0)

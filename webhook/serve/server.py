@@ -44,9 +44,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from webhook.core.dra.match import claim_cached
-from webhook.core.dra.model import CLAIM_KINDS, parse_claim
 from webhook.core.engine.evaluation import Decision, Outcome, evaluate
+from webhook.core.engine.warmup import cold_supply
 from webhook.errors import ReviewError, WorkloadError
 from webhook.serve import metrics
 from webhook.serve.admission import (
@@ -332,12 +331,10 @@ def _parsed(body: bytes) -> AdmissionRequest | Answer:
 
 
 def _claim_uncached(req: AdmissionRequest, state: State) -> bool:
-    """Whether the request is of a ResourceClaim(Template) whose device matches are not
-    worked out yet."""
+    """Whether judging the request first works out DRA device matches (a claim's, when a
+    check reads the supply for claims: webhook.core.engine.warmup)."""
     obj = req.obj
-    if obj is None or obj.get("kind") not in CLAIM_KINDS:
-        return False
-    return not claim_cached(state.inventory.dra, parse_claim(obj))
+    return obj is not None and cold_supply(state.policy_set, obj, state.inventory)
 
 
 def _decide(req: AdmissionRequest, state: State, evaluator: Evaluator) -> tuple[bytes, Decision]:

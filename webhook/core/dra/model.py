@@ -28,11 +28,15 @@ from typing import Any
 from webhook.core.kit.dicts import as_dict, as_list
 from webhook.core.kit.memo import Memo
 from webhook.core.kit.quantity import quantity_or_none
-from webhook.core.workloads.pods import ADMIN_ACCESS_LABEL as ADMIN_ACCESS_LABEL
+from webhook.core.workloads.targets import CLAIM_GROUP
+from webhook.core.workloads.targets import CLAIM_KINDS as TARGET_CLAIM_KINDS
 
-GROUP = "resource.k8s.io"
+GROUP = CLAIM_GROUP  # resource.k8s.io
 SUPPLY_KINDS = frozenset({"DeviceClass", "ResourceSlice"})
-CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
+CLAIM_KINDS = frozenset(TARGET_CLAIM_KINDS)  # the claim targets' kinds
+# A Namespace labelled so lets its claims set adminAccess (k8s.io/api resource/v1
+# types.go; the label key since 1.34).
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 DRA_KINDS = SUPPLY_KINDS | CLAIM_KINDS | {"Namespace"}
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"  # KEP-5004
 

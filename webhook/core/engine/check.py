@@ -1,14 +1,21 @@
-"""What a check is: a pure function from one pod view and the inventory to violations."""
+"""What a check is: a pure function from one target and its context to violations.
+
+A check declares itself whole: its parameters, the rules it reports, the kinds of
+target it judges and what it reads of each (webhook.core.engine.reads). The engine, the
+pre-filter, the server's cache and the shells read these declarations; none of them
+names a check.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
+from webhook.core.engine.context import Context
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.violation import Violation
-from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.targets import TARGET_KINDS, TargetKind
 
 
 def camel(name: str) -> str:
@@ -49,7 +56,16 @@ class CheckParams:
         return {k: v for k, v in self.__dict__.items() if k in names}
 
 
-Run = Callable[[PodView, Inventory, Any], Iterable[Violation]]
+class Run(Protocol):
+    """`run(target, *, context, params)`: the target is one of the kinds the check
+    judges (a PodView, a WorkloadView, a ClaimView, a NamespaceView)."""
+
+    def __call__(self, target: Any, /, *, context: Context, params: Any) -> Iterable[Violation]: ...
+
+
+# What a check judges and reads, given its parameters (a device-list variable a policy
+# names is read): a module-level function, so a policy set pickles (the policy cache).
+Judges = Callable[[Any], Mapping[TargetKind, Reads]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +84,18 @@ class Check:
     params: type[CheckParams]
     run: Run
     rules: Mapping[str, Rule]  # rule id -> Rule; every rule `run` can report
+    judges: Judges  # the kinds of target it judges, and what it reads of each
     # Derived once: the engine asks it for every finding when the inventory is stale.
     inventory_rules: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         used = frozenset(rule for rule, r in self.rules.items() if r.uses_inventory)
         object.__setattr__(self, "inventory_rules", used)
+
+    def reads(self, params: CheckParams) -> Mapping[TargetKind, Reads]:
+        """What the check judges and reads under these parameters, in target order."""
+        declared = self.judges(params)
+        unknown = set(declared) - set(TARGET_KINDS)
+        if unknown:
+            raise ValueError(f"check {self.name} judges unknown targets {sorted(unknown)}")
+        return {kind: declared[kind] for kind in TARGET_KINDS if kind in declared}

@@ -3,31 +3,35 @@
 Pure: no I/O, no clock. The webhook, `check`, `audit`, `diff` and `test` differ only in
 where the object comes from (each builds its Subject with `subject.subject_of`) and where
 the Decision goes, so a finding reads the same in a PR, an audit and an admission
-response.
+response. `evaluate` never raises for what the object holds: a Decision says whether it
+was judged (its findings), skipped (why), could not be read as it is (`invalid`: too
+large to judge) or met a fault of ours (`error`), and `problem` words the last two the
+same way for every shell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
+from webhook.core.engine.context import Context
 from webhook.core.engine.policy import Action, Policy, PolicySet
 from webhook.core.engine.subject import Subject as Subject  # re-exported: the engine's input
 from webhook.core.kit.dicts import api_group
 from webhook.core.kit.paths import Path
 from webhook.core.kit.text import clip
 from webhook.core.supply.inventory import Inventory
-from webhook.core.supply.profiles import EXTENDED_RESOURCE_TOLERATION
-from webhook.core.workloads.pods import NAMESPACE, REQUEST, PodView, workload_of
+from webhook.core.workloads.targets import NamespaceView, Targets, targets_of
 from webhook.core.workloads.unjudged import shape_findings, unconfigured
 from webhook.errors import GpuAdmissionError
 
 StaleAction = Literal["deny", "warn", "allow"]
 # The closed set every shell renders: what admission does (allow, warn, deny), that no
-# policy judged the object (skip), or that a check failed on it (error: never an allow;
-# exit 2 in the CLIs, HTTP 500 at the webhook so its failurePolicy decides).
-Outcome = Literal["allow", "warn", "deny", "skip", "error"]
+# policy judged the object (skip), that a check failed on it (error: never an allow;
+# exit 2 in the CLIs, HTTP 500 at the webhook so its failurePolicy decides), or that the
+# object cannot be judged as it is (invalid: exit 2, HTTP 400).
+Outcome = Literal["allow", "warn", "deny", "skip", "error", "invalid"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 ERROR_TEXT_LIMIT = 200  # characters of an exception's text kept in Decision.error
 _NO_RULES: frozenset[str] = frozenset()
@@ -59,10 +63,15 @@ class Decision(NamedTuple):
     # A check raised: which policy and what (bounded). `findings` holds the other
     # policies' findings; the outcome is "error" whatever they are.
     error: str | None = None
+    # The object cannot be judged as it is (more pod templates than are judged): the
+    # request's fault, not ours; nothing else is said of it.
+    invalid: str | None = None
 
     @property
     def outcome(self) -> Outcome:
-        """Error beats skip beats deny beats warn; dryrun findings allow."""
+        """Invalid beats error beats skip beats deny beats warn; dryrun findings allow."""
+        if self.invalid is not None:
+            return "invalid"
         if self.error is not None:
             return "error"
         if self.skipped is not None:
@@ -74,7 +83,7 @@ class Decision(NamedTuple):
 
     @property
     def evaluated(self) -> bool:
-        return self.skipped is None
+        return self.skipped is None and self.invalid is None and self.error is None
 
     @property
     def denied(self) -> bool:
@@ -84,55 +93,113 @@ class Decision(NamedTuple):
         return tuple(f for f in self.findings if f.action == action)
 
 
-def evaluate(
-    policy_set: PolicySet, subject: Subject, inventory: Inventory, *, stale: Staleness | None = None
-) -> Decision:
-    """Every matching policy's findings on every pod spec of the subject.
+def problem(decision: Decision, subject: Subject) -> str | None:
+    """Why the object was not judged, naming it, in the words every shell uses: invalid
+    input (exit 2, HTTP 400) or a fault of ours (exit 2, HTTP 500); None when judged or
+    skipped. The shell puts where it found the object in front."""
+    if decision.invalid is None and decision.error is None:
+        return None
+    ref = f"{subject.kind or '(no kind)'} {subject.namespace}/{subject.name or '(unnamed)'}"
+    if decision.invalid is not None:
+        return f"{ref} not judged: {decision.invalid}"
+    return f"internal error while evaluating {ref}: {decision.error}"
 
-    A check that raises makes the Decision's outcome "error" (the other policies still
-    report), never an allow. The one exception that leaves: a GpuAdmissionError for an
-    object too large to judge (WorkloadError), which every shell reports as bad input."""
-    kind, namespace = subject.kind, subject.namespace
-    # The offers as the cluster profile reads the nodes (the same snapshot when the
-    # shell built it so, as serve and check do).
-    inventory = inventory.reading(policy_set.profile.node_facts)
+
+def evaluate(
+    policy_set: PolicySet,
+    subject: Subject,
+    inventory: Inventory,
+    *,
+    stale: Staleness | None = None,
+    prefilter: bool = True,
+) -> Decision:
+    """Every matching policy's findings on every target of the subject it judges.
+
+    A pod without any field a loaded check reads is passed without building its targets
+    (webhook.core.engine.prefilter). A check that raises makes the outcome "error" (the
+    other policies still report), never an allow; an object too large to judge is
+    "invalid". `prefilter=False` sends every object through the checks (what the
+    pre-filter's tests compare it with)."""
+    obj = subject.obj
+    plain = policy_set.prefilter if prefilter else None
+    if plain is not None and type(obj) is dict:
+        pods = plain.plain_pods(obj)
+        if pods is not None:
+            return _plain(policy_set, subject, pods)
+    kind = subject.kind
+    profile = policy_set.profile
     try:
-        workload = workload_of(subject.obj, custom=policy_set.custom_kinds)
-        if workload is None:
+        targets = targets_of(
+            obj,
+            custom=policy_set.custom_kinds,
+            tolerations_added=profile.extended_resource_toleration,
+        )
+        if targets is None:
             return _unconfigured(policy_set, subject)
-        findings = _unmatched(subject.obj, workload.unmatched)
-    except GpuAdmissionError:  # the object is the problem (too large to judge): input error
-        raise
+        if targets.namespace is not None and not _read_namespace(policy_set, targets.namespace):
+            return Decision(skipped="Namespace carries no label a policy reads")
+        findings = _unmatched(obj, targets)
+    except GpuAdmissionError as exc:  # the object is the problem (too large to judge)
+        return Decision(invalid=str(exc))
     except Exception as exc:  # a bug in reading pod specs: could not evaluate
         return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
-    pods = workload.pods
-    ert = policy_set.profile.extended_resource_toleration
-    for pod in pods:
-        pod.memo[NAMESPACE] = namespace  # what a DRA claim reference resolves in
-        if ert:  # the cluster adds tolerations: candidates count them (profiles.py)
-            pod.memo[EXTENDED_RESOURCE_TOLERATION] = True
-    if subject.user is not None and pods:  # a Namespace at admission: who asks is judged
-        pods[0].memo[REQUEST] = subject
+    # The offers as the cluster profile reads the nodes (the same snapshot when the
+    # shell built it so, as serve and check do).
+    context = Context(subject, inventory.reading(profile.node_facts), profile)
     errors: list[str] = []
     matched = False
+    namespace = subject.namespace
     for policy in policy_set.policies:
-        if not policy.matches_object(kind, namespace):
+        if not policy.matches_object(kind, namespace) or not _judges(policy, targets):
             continue
         matched = True
         start = len(findings)
         try:
-            _run_policy(policy, pods, inventory, stale, findings)
+            _run_policy(policy, targets, context, stale, findings)
         except Exception as exc:  # one broken check must not silence the others
             del findings[start:]  # a partial run says nothing reliable
             errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")
     if not matched and not findings:
         return Decision(skipped=f"no policy matches {kind} in namespace {namespace}")
     error = "; ".join(errors) if errors else None
-    return Decision(tuple(findings), None, len(pods), error)
+    return Decision(tuple(findings), None, len(targets.pods), error)
 
 
-def _unmatched(obj: Mapping[str, Any], missing: Sequence[Any]) -> list[Finding]:
+def _read_namespace(policy_set: PolicySet, namespace: NamespaceView) -> bool:
+    """A Namespace carries a label some check that judges Namespaces reads."""
+    reads = policy_set.reads.get("namespace")
+    if reads is None or reads.every_field:
+        return True
+    return not reads.labels.isdisjoint(namespace.labels)
+
+
+def _judges(policy: Policy, targets: Targets) -> bool:
+    """The policy's check judges a kind of target the object makes (any count of it)."""
+    for kind in policy.targets:
+        if kind == "pod" or kind == "workload":
+            if targets.workload is not None:
+                return True
+        elif kind == "claim":
+            if targets.claim is not None:
+                return True
+        elif targets.namespace is not None:
+            return True
+    return False
+
+
+def _plain(policy_set: PolicySet, subject: Subject, pods: int) -> Decision:
+    """The decision on a pod the pre-filter passed: judged with nothing found when some
+    policy that judges pods takes its kind and namespace, else skipped."""
+    kind, namespace = subject.kind, subject.namespace
+    skipped = policy_set.plain_skip(kind, namespace)
+    if skipped is None:
+        return Decision((), None, pods)
+    return Decision(skipped=skipped)
+
+
+def _unmatched(obj: Mapping[str, Any], targets: Targets) -> list[Finding]:
     """A WorkloadKinds path that matched nothing: the pods it names go unjudged."""
+    missing = targets.workload.unmatched if targets.workload is not None else ()
     if not missing:
         return []
     actions = {id(shape): rule.unmatched_action for rule, shape in missing}
@@ -159,28 +226,30 @@ def _unconfigured(policy_set: PolicySet, subject: Subject) -> Decision:
 
 def _run_policy(
     policy: Policy,
-    pods: Sequence[PodView],
-    inventory: Inventory,
+    targets: Targets,
+    context: Context,
     stale: Staleness | None,
     findings: list[Finding],
 ) -> None:
     selector = policy.match.labelSelector
     prefix = policy.message_prefix
     stale_rules = policy.check.inventory_rules if stale is not None else _NO_RULES
-    for pod in pods:
-        if selector is not None and not selector.matches(pod.labels):
-            continue
-        for v in policy.check.run(pod, inventory, policy.params):
-            action = "warn" if v.advisory and policy.action == "deny" else policy.action
-            message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
-            finding = Finding(policy.name, v.rule, action, message, v.path)
-            if v.rule in stale_rules:
-                assert stale is not None
-                downgraded = _as_stale(finding, stale)
-                if downgraded is None:
-                    continue
-                finding = downgraded
-            findings.append(finding)
+    run, params = policy.check.run, policy.params
+    for kind in policy.targets:
+        for target in targets.of(kind):
+            if selector is not None and not selector.matches(target.labels):
+                continue
+            for v in run(target, context=context, params=params):
+                action = "warn" if v.advisory and policy.action == "deny" else policy.action
+                message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
+                finding = Finding(policy.name, v.rule, action, message, v.path)
+                if v.rule in stale_rules:
+                    assert stale is not None
+                    downgraded = _as_stale(finding, stale)
+                    if downgraded is None:
+                        continue
+                    finding = downgraded
+                findings.append(finding)
 
 
 def _text(exc: Exception) -> str:

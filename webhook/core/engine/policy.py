@@ -14,11 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from webhook.core.engine.check import Check, CheckParams
+from webhook.core.engine.prefilter import Prefilter
+from webhook.core.engine.reads import NOTHING, Reads, union
 from webhook.core.kit.text import glob_matcher
 from webhook.core.supply.profiles import GENERIC, ClusterProfile
 from webhook.core.workloads.shapes import KindShape
+from webhook.core.workloads.targets import TARGET_KINDS, TargetKind
 
 API_VERSION = "gpu-admission.io/v1alpha1"
+_MAX_PLAIN = 4096
 Action = Literal["deny", "warn", "dryrun"]
 
 
@@ -93,9 +97,17 @@ class Policy:
     source: str
     # The match compiled once at load: it runs for every policy on every request.
     matches_object: Callable[[str, str], bool] = field(init=False, repr=False, compare=False)
+    # What the check judges and reads under these parameters (webhook.core.engine.reads).
+    reads: Mapping[TargetKind, Reads] = field(init=False, repr=False, compare=False)
+    targets: tuple[TargetKind, ...] = field(init=False, repr=False, compare=False)
+    judges_pods: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "matches_object", compile_match(self.match))
+        reads = self.check.reads(self.params)
+        object.__setattr__(self, "reads", reads)
+        object.__setattr__(self, "targets", tuple(reads))
+        object.__setattr__(self, "judges_pods", "pod" in reads or "workload" in reads)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The compiled match is a closure, which does not pickle: compiled again on load.
@@ -122,6 +134,60 @@ class PolicySet:
     # An object of no configured kind that requests GPUs: a finding with this action.
     unconfigured_gpu_action: Action | Literal["ignore"] = "warn"
     profile: ClusterProfile = GENERIC  # what the cluster adds at admission
+    # Derived once from what the policies' checks declare: what the set reads of each
+    # kind of target, and the pre-filter of pods that hold none of it (None: none).
+    reads: Mapping[TargetKind, Reads] = field(init=False, repr=False, compare=False)
+    prefilter: Prefilter | None = field(init=False, repr=False, compare=False)
+    _reads_by_kinds: dict[frozenset[TargetKind], Reads] = field(
+        init=False, repr=False, compare=False
+    )
+    # plain_skip by (kind, namespace): it reads nothing else, and an audit has few of them
+    # (at most _MAX_PLAIN are kept, whatever it holds).
+    _plain: dict[tuple[str, str], str | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        reads = {
+            kind: union(p.reads[kind] for p in self.policies if kind in p.reads)
+            for kind in TARGET_KINDS
+            if any(kind in p.reads for p in self.policies)
+        }
+        object.__setattr__(self, "reads", reads)
+        pods = union(reads.get(kind, NOTHING) for kind in ("pod", "workload"))
+        object.__setattr__(self, "prefilter", Prefilter.of(pods))
+        object.__setattr__(self, "_reads_by_kinds", {})
+        object.__setattr__(self, "_plain", {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The derived fields are computed again on load (the policy cache pickles sets).
+        fields = (self.policies, self.custom_kinds, self.digest)
+        return (PolicySet, (*fields, self.unconfigured_gpu_action, self.profile))
+
+    def reads_of(self, kinds: frozenset[TargetKind]) -> Reads:
+        """What the policies read of an object that makes these kinds of target."""
+        found = self._reads_by_kinds.get(kinds)
+        if found is None:  # an object makes one of a handful of kind sets
+            found = union(self.reads[kind] for kind in kinds if kind in self.reads)
+            self._reads_by_kinds[kinds] = found
+        return found
+
+    def plain_skip(self, kind: str, namespace: str) -> str | None:
+        """Why a pod of this kind and namespace that holds nothing the checks read is
+        skipped (no policy that judges pods takes it); None: it is judged, and passes."""
+        key = (kind, namespace)
+        if key in self._plain:
+            return self._plain[key]
+        found: str | None = f"no policy matches {kind} in namespace {namespace}"
+        for policy in self.policies:
+            if policy.judges_pods and policy.matches_object(kind, namespace):
+                found = None
+                break
+        if len(self._plain) < _MAX_PLAIN:
+            self._plain[key] = found
+        return found
+
+    @property
+    def reads_dra_supply(self) -> bool:
+        return any(r.dra_supply for r in self.reads.values())
 
 
 def compile_match(match: Match) -> Callable[[str, str], bool]:

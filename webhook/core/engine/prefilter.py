@@ -1,23 +1,18 @@
-"""Built-in workloads that hold no GPU channel at all: passed without running the engine.
+"""Pods that hold none of the fields any loaded check reads: judged without the engine.
 
 Most Pods of a cluster ask for no GPU and reach none, and evaluating one still costs
-its pod views and access model (~25 us): half of what an audit spends per Pod. A
-check can find something in a Pod, or a built-in controller's template, only through
-a field it reads, and a plain pod spec has none of them:
+its targets and access model (~25 us): half of what an audit spends per Pod. A check
+finds something in a pod only through a field it declares as a trigger
+(webhook.core.engine.reads): an extended resource, a DRA claim, a hostPath volume,
+`privileged`, envFrom, an env variable or mount path or annotation it names. The
+pre-filter is built from the union of what the loaded checks declare, so a new check
+is filtered for exactly what it reads, and one that declares `every_field` turns the
+filter off.
 
-- no extended resource at all (a `/` in a limits or requests key: GPU names have one;
-  resource-names, memory-fit and slo-class judge only GPU requests);
-- none of the access model's ways in (webhook.core.access.model): no hostPath volume, no
-  `privileged` in a securityContext, no envFrom, no `resourceClaims`, no
-  `resources.claims`, no env variable a device-injection policy names, no mount path
-  holding its device-list directory's name, no annotation under its CDI or device
-  prefixes, no KAI share annotation (webhook.core.access.shares.SHARE_ANNOTATIONS: a KAI
-  share requests no resource).
-
-Anything the filter does not understand (an unknown check, a field of an odd type, a
-custom kind: its WorkloadKinds paths may match nothing, which is a finding) goes to the
-engine. tests/test_prefilter.py checks, over the corpus, the examples and hostile
-objects, that the engine finds nothing, and fails on nothing, in whatever this passes.
+Anything the filter does not understand (a field of an odd type, a custom kind: its
+WorkloadKinds paths may match nothing, which is a finding) goes to the engine.
+tests/test_prefilter.py checks, over the corpus, the examples and hostile objects,
+that the engine finds nothing, and fails on nothing, in whatever this passes.
 """
 
 from __future__ import annotations
@@ -26,81 +21,81 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.access.model import AccessRules
-from webhook.core.access.shares import SHARE_ANNOTATIONS
-from webhook.core.engine.policy import PolicySet
-from webhook.core.engine.subject import Subject
+from webhook.core.engine.reads import Reads
 from webhook.core.kit.dicts import api_group
-from webhook.core.workloads.pods import BUILTIN_TEMPLATES, CONTAINER_FIELDS
+from webhook.core.workloads.kinds import BUILTIN_TEMPLATES
+from webhook.core.workloads.pods import CONTAINER_FIELDS
 
-# Checks whose reads are the ones listed above; the device-injection policy's
-# parameters carry its AccessRules (`params.rules`).
-# dra-guardrails judges Namespaces, claims and pods with `resourceClaims`: none passes.
-KNOWN_CHECKS = frozenset(
-    {
-        "device-injection",
-        "resource-names",
-        "memory-fit",
-        "slo-class",
-        "dra-claims",
-        "dra-guardrails",
-    }
-)
 _POD = ("", "Pod")
 
 
 @dataclass(frozen=True, slots=True)
 class Prefilter:
+    """The triggers of the loaded checks, as the walk below tests them."""
+
+    extended: bool  # a resource name with "/"
+    claims: bool
+    host_paths: bool
+    privileged: bool
+    env_from: bool
     env_vars: frozenset[str]
-    leaves: tuple[str, ...]  # device-list directory names: a mount path holding one
+    mount_parts: tuple[str, ...]  # a mount path holding one of these
+    annotations: frozenset[str]
     heads: frozenset[str]  # annotation key prefixes (before the "/")
+    labels: frozenset[str]
 
     @classmethod
-    def of(cls, policy_set: PolicySet) -> Prefilter | None:
-        """None when some policy's check is not one whose reads are known."""
-        env: set[str] = set()
-        leaves: set[str] = set()
-        heads: set[str] = set()
-        for policy in policy_set.policies:
-            if policy.check.name not in KNOWN_CHECKS:
-                return None
-            rules = getattr(policy.params, "rules", None)
-            if policy.check.name == "device-injection":
-                if not isinstance(rules, AccessRules) or not rules.device_list_leaf:
-                    return None
-                env |= rules.env_vars
-                leaves.add(rules.device_list_leaf)
-                heads |= set(rules.annotation_heads)
-        return cls(frozenset(env), tuple(sorted(leaves)), frozenset(heads))
+    def of(cls, reads: Reads) -> Prefilter | None:
+        """The filter for what the checks that judge pods read; None if one of them
+        reads fields it does not declare."""
+        if reads.every_field:
+            return None
+        return cls(
+            reads.extended_resources,
+            reads.claims,
+            reads.host_paths,
+            reads.privileged,
+            reads.env_from,
+            reads.env,
+            tuple(sorted(reads.mount_paths)),
+            reads.annotations,
+            reads.annotation_prefixes,
+            reads.labels,
+        )
 
-    def plain(self, obj: Mapping[str, Any]) -> bool:
-        """`obj` is a Pod or a built-in controller whose pod specs hold no GPU channel."""
+    def plain_pods(self, obj: Mapping[str, Any]) -> int | None:
+        """How many pod specs `obj` holds when it is a Pod or a built-in controller whose
+        pod specs hold no trigger; None when the engine must judge it."""
         kind = obj.get("kind")
         if kind == "Pod" and obj.get("apiVersion") == "v1":  # nearly every object audited
-            return self._pod(obj)
+            return 1 if self._pod(obj) else None
         key = (api_group(obj.get("apiVersion")), kind if type(kind) is str else "")
         if key == _POD:
-            return self._pod(obj)
+            return 1 if self._pod(obj) else None
         paths = BUILTIN_TEMPLATES.get(key)
         if paths is None:
-            return False
+            return None
+        pods = 0
         for path in paths:
             template: Any = obj
             for step in path:
                 template = template.get(step) if type(template) is dict else None
-            if template is not None and not (type(template) is dict and self._pod(template)):
-                return False
-        return True
+            if template is None:
+                continue
+            if not (type(template) is dict and self._pod(template)):
+                return None
+            pods += 1
+        return pods
 
     # Plain loops below, not all()/any() over generators: this runs on every Pod of an
     # audit, and a generator costs more to make than the few items it looks at.
 
     def _pod(self, holder: Mapping[str, Any]) -> bool:
-        """A pod (or a template: metadata and spec) without any GPU channel. The
-        containers come first: a GPU pod's resources end the walk at once."""
+        """A pod (or a template: metadata and spec) without any trigger. The containers
+        come first: a GPU pod's resources end the walk at once."""
         spec = holder.get("spec")
         if spec is not None:
-            if type(spec) is not dict or "resourceClaims" in spec:
+            if type(spec) is not dict or (self.claims and "resourceClaims" in spec):
                 return False
             for field in CONTAINER_FIELDS:
                 containers = spec.get(field)
@@ -112,7 +107,7 @@ class Prefilter:
                     if type(c) is not dict or not self._container(c):
                         return False
             volumes = spec.get("volumes")
-            if volumes is not None:
+            if volumes is not None and self.host_paths:
                 if type(volumes) is not list:
                     return False
                 for v in volumes:
@@ -123,41 +118,55 @@ class Prefilter:
             return True
         if type(meta) is not dict:
             return False
+        if self.labels:
+            labels = meta.get("labels")
+            if labels is not None and (
+                type(labels) is not dict or not self.labels.isdisjoint(labels)
+            ):
+                return False
         annotations = meta.get("annotations")
         return annotations is None or self._annotations(annotations)
 
     def _annotations(self, annotations: Any) -> bool:
-        if type(annotations) is not dict or not SHARE_ANNOTATIONS.isdisjoint(annotations):
+        if type(annotations) is not dict:
+            return False
+        if self.annotations and not self.annotations.isdisjoint(annotations):
             return False
         heads = self.heads
-        for k in annotations:  # noqa: SIM110 (a loop, not all(): see above)
-            if type(k) is not str or k.partition("/")[0] in heads:
-                return False
+        if heads:
+            for k in annotations:
+                if type(k) is not str or k.partition("/")[0] in heads:
+                    return False
         return True
 
     def _container(self, c: dict[str, Any]) -> bool:
-        if "envFrom" in c:
+        if self.env_from and "envFrom" in c:
             return False
         resources = c.get("resources")
         if resources is not None:
-            if type(resources) is not dict or "claims" in resources:
+            if type(resources) is not dict or (self.claims and "claims" in resources):
                 return False
-            for amounts in (resources.get("limits"), resources.get("requests")):
-                if amounts is None:
-                    continue
-                if type(amounts) is not dict:
-                    return False
-                for k in amounts:
-                    if type(k) is not str or "/" in k:
+            if self.extended:
+                for amounts in (resources.get("limits"), resources.get("requests")):
+                    if amounts is None:
+                        continue
+                    if type(amounts) is not dict:
                         return False
+                    for k in amounts:
+                        if type(k) is not str or "/" in k:
+                            return False
         security = c.get("securityContext")
-        if security is not None and (type(security) is not dict or "privileged" in security):
+        if (
+            security is not None
+            and self.privileged
+            and (type(security) is not dict or "privileged" in security)
+        ):
             return False
         env = c.get("env")
-        if env is not None and not self._env(env):
+        if env is not None and self.env_vars and not self._env(env):
             return False
         mounts = c.get("volumeMounts")
-        return mounts is None or self._mounts(mounts)
+        return mounts is None or not self.mount_parts or self._mounts(mounts)
 
     def _env(self, env: Any) -> bool:
         if type(env) is not list:
@@ -172,7 +181,7 @@ class Prefilter:
     def _mounts(self, mounts: Any) -> bool:
         if type(mounts) is not list:
             return False
-        leaves = self.leaves
+        parts = self.mount_parts
         for m in mounts:
             if type(m) is not dict:
                 return False
@@ -181,16 +190,7 @@ class Prefilter:
                 continue
             if type(path) is not str:
                 return False
-            for leaf in leaves:
-                if leaf in path:
+            for part in parts:
+                if part in path:
                     return False
         return True
-
-
-def plain_verdict(policy_set: PolicySet, subject: Subject) -> str | None:
-    """What the engine decides on an object the filter passed: None (judged, nothing
-    found) when some policy takes its kind and namespace, else the skip reason."""
-    kind, namespace = subject.kind, subject.namespace
-    if any(p.matches_object(kind, namespace) for p in policy_set.policies):
-        return None
-    return f"no policy matches {kind} in namespace {namespace}"

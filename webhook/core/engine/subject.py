@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from webhook.core.workloads.identity import namespace_of
+from webhook.core.workloads.identity import namespace_of, shown_name
 
 DEFAULT_NAMESPACE = "default"
 
@@ -53,6 +53,12 @@ class Subject(NamedTuple):
     def kind(self) -> str:
         kind = self.obj.get("kind")
         return kind if isinstance(kind, str) else ""
+
+    @property
+    def name(self) -> str:
+        """The object's name as every shell shows it (webhook.core.workloads.identity)."""
+        meta = self.obj.get("metadata")
+        return shown_name(meta) if isinstance(meta, Mapping) else ""
 
 
 def subject_of(

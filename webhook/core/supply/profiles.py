@@ -36,9 +36,7 @@ PROFILE_NAMES: tuple[ProfileName, ...] = get_args(ProfileName)
 # split, KAI's fractions (annotations on the Pod), Volcano's vGPU.
 Mechanism = Literal["time-slicing", "mps", "hami", "kai", "volcano"]
 MECHANISMS: tuple[Mechanism, ...] = get_args(Mechanism)
-# PodView.memo keys: the engine sets the first; `placement_spec` caches the second.
-EXTENDED_RESOURCE_TOLERATION = "profile-extended-resource-toleration"
-_PLACEMENT = "placement-spec"
+_PLACEMENT = "placement-spec"  # PodView.memo key: `placement_spec` caches its answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +111,12 @@ def added_tolerations(pod: PodView) -> list[dict[str, Any]]:
 
 def placement_spec(pod: PodView) -> Any:
     """The pod spec the scheduler will see: with the tolerations the cluster's admission
-    plugins add when the engine says the profile runs them; else the spec itself."""
+    plugins add where the profile runs them (the engine built the pod so); else the spec
+    itself."""
     found = pod.memo.get(_PLACEMENT)
     if found is None:
         found = pod.spec
-        if pod.memo.get(EXTENDED_RESOURCE_TOLERATION):
+        if pod.tolerations_added:
             added = added_tolerations(pod)
             if added:
                 found = {**pod.spec, "tolerations": [*as_list(pod.spec.get("tolerations")), *added]}

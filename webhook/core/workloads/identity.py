@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.core.kit.text import shown
+
+MAX_NAME = 253  # a DNS subdomain: the longest object name the apiserver takes
+
 
 def namespace_of(obj: Mapping[str, Any]) -> str:
     """The object's own metadata.namespace, "" if it has none (or not a string)."""
@@ -21,9 +25,14 @@ def namespace_of(obj: Mapping[str, Any]) -> str:
 
 def shown_name(meta: Mapping[str, Any]) -> str:
     """The object's name, else its generateName marked as a prefix (`train-*`): the
-    apiserver appends the rest, so `train-` alone would read as a whole name."""
+    apiserver appends the rest, so `train-` alone would read as a whole name. Bounded
+    and printable whatever a file or a hostile request holds there."""
     name = meta.get("name")
     if name:
-        return str(name)
+        return name if type(name) is str and len(name) <= MAX_NAME else shown(name, MAX_NAME)
     prefix = meta.get("generateName")
-    return f"{prefix}*" if prefix else ""
+    if not prefix:
+        return ""
+    if type(prefix) is not str or len(prefix) >= MAX_NAME:
+        prefix = shown(prefix, MAX_NAME - 1)
+    return f"{prefix}*"

@@ -1,0 +1,268 @@
+"""Where each kind keeps the pods it creates, by role, and how many of each.
+
+A workload object (a Deployment, a Job, a PyTorchJob, a LeaderWorkerSet...) creates Pods
+from one or more templates. Each template is a role (a PyTorchJob's Master and Worker, a
+LeaderWorkerSet's leader and workers, a JobSet's replicated jobs, a RayCluster's head
+and worker groups) with a replica count: `WorkloadView` holds them all, so a check can
+judge a job's ranks together, and each role's `PodView` is what the pod checks judge.
+
+Core kinds are written here (their API types are fixed); custom resources come from
+WorkloadKinds documents (webhook.core.workloads.shapes), as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from webhook.core.kit.dicts import as_dict, str_map
+from webhook.core.kit.paths import Path
+from webhook.core.workloads.pods import CONTAINER_FIELDS, ContainerRef, PodView
+from webhook.core.workloads.shapes import ROOT, ContainerShape, KindShape, PodShape, walk
+
+# Where core kinds keep their pod template (a PodTemplateSpec: metadata + spec).
+# Keyed by (API group, kind); custom resources come from the WorkloadKinds config.
+BUILTIN_TEMPLATES: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
+    ("apps", "Deployment"): (("spec", "template"),),
+    ("apps", "ReplicaSet"): (("spec", "template"),),
+    ("apps", "StatefulSet"): (("spec", "template"),),
+    ("apps", "DaemonSet"): (("spec", "template"),),
+    ("", "ReplicationController"): (("spec", "template"),),
+    ("batch", "Job"): (("spec", "template"),),
+    ("batch", "CronJob"): (("spec", "jobTemplate", "spec", "template"),),
+    ("", "PodTemplate"): (("template",),),
+}
+# Kinds whose `spec.replicas` counts their Pods, defaulted to 1 by the apiserver
+# (k8s.io/kubernetes pkg/apis/apps/v1/defaults.go SetDefaults_Deployment,
+# SetDefaults_ReplicaSet, SetDefaults_StatefulSet; pkg/apis/core/v1/defaults.go
+# SetDefaults_ReplicationController).
+_SPEC_REPLICAS = frozenset(
+    {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet")}
+    | {("", "ReplicationController")}
+)
+
+
+class Role(NamedTuple):
+    """One kind of Pod a workload creates: its template, and how many of it."""
+
+    name: str  # "" for a kind with one template (a Deployment); else as the object names it
+    pod: PodView
+    # Pods of this role the object asks for at once; None when the object does not fix
+    # it (a DaemonSet: one per node; a custom kind whose WorkloadKinds entry gives no count).
+    replicas: int | None
+    path: Path  # where the role is declared (the template's holder, () for the object)
+
+
+class WorkloadView(NamedTuple):
+    """Every pod template of one object with its role and replica count: the `workload`
+    target. `pods` are the distinct templates (two roles may share one: a
+    LeaderWorkerSet without a leader template makes its leader from the worker's)."""
+
+    obj: Mapping[str, Any]
+    kind: str
+    group: str
+    roles: tuple[Role, ...]
+    pods: list[PodView]
+    unmatched: tuple[tuple[KindShape, PodShape], ...] = ()  # configured paths that found nothing
+    shape: KindShape | None = None  # the WorkloadKinds entry that read it, if any
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The object's own labels (what a policy's labelSelector is matched against)."""
+        return str_map(as_dict(self.obj.get("metadata")).get("labels"))
+
+    @property
+    def replicas(self) -> int | None:
+        """Pods of every role together; None if any role's count is not fixed."""
+        total = 0
+        for role in self.roles:
+            if role.replicas is None:
+                return None
+            total += role.replicas
+        return total
+
+
+def pod_view(obj: Mapping[str, Any]) -> PodView:
+    """A Pod object's own spec."""
+    meta = as_dict(obj.get("metadata"))
+    labels, annotations = str_map(meta.get("labels")), str_map(meta.get("annotations"))
+    return PodView(as_dict(obj.get("spec")), ("spec",), labels, annotations, ("metadata",))
+
+
+def builtin(obj: Mapping[str, Any], key: tuple[str, str]) -> WorkloadView | None:
+    """A core kind's roles; None when it holds no pod template."""
+    patterns = BUILTIN_TEMPLATES.get(key)
+    if patterns is None:
+        return None
+    replicas = _builtin_replicas(obj, key)
+    roles = tuple(
+        Role("", view, replicas, ())
+        for pattern in patterns
+        for _, view in _templates_at(obj, pattern)
+    )
+    return WorkloadView(obj, key[1], key[0], roles, [r.pod for r in roles])
+
+
+def _builtin_replicas(obj: Mapping[str, Any], key: tuple[str, str]) -> int | None:
+    spec = as_dict(obj.get("spec"))
+    if key in _SPEC_REPLICAS:
+        return count(spec.get("replicas"), 1)
+    if key == ("batch", "Job"):
+        return job_pods(spec)
+    if key == ("batch", "CronJob"):
+        return job_pods(as_dict(as_dict(spec.get("jobTemplate")).get("spec")))
+    return None  # a DaemonSet (one per eligible node), a PodTemplate (creates nothing)
+
+
+def job_pods(spec: Mapping[str, Any]) -> int | None:
+    """The Pods a Job runs at once: `parallelism` (default 1), never more than the
+    `completions` still to go (k8s.io/kubernetes pkg/controller/job: `wantActive`)."""
+    parallelism = count(spec.get("parallelism"), 1)
+    completions = count(spec.get("completions"), None)
+    if parallelism is None or completions is None:
+        return parallelism
+    return min(parallelism, completions)
+
+
+def count(value: object, default: int | None) -> int | None:
+    """A replica count as the apiserver would take it: a whole number at least 0; a
+    missing one is `default`; anything else (a string, a negative number) is unknown."""
+    if value is None:
+        return default
+    if type(value) is int and value >= 0:
+        return value
+    return None
+
+
+def configured(obj: Mapping[str, Any], rule: KindShape) -> WorkloadView:
+    """A custom kind's roles, as its WorkloadKinds entry places them."""
+    roles: list[Role] = []
+    unmatched: list[tuple[KindShape, PodShape]] = []
+    for shape in rule.pods:
+        matches = walk(obj, shape.path)
+        if not matches and not shape.optional:
+            unmatched.append((rule, shape))
+        for path, value in matches:
+            if isinstance(value, Mapping):
+                name, replicas, holder = role_of(obj, shape, path)
+                roles += [Role(name, v, replicas, holder) for v in _shaped(obj, shape, path, value)]
+    pods = [r.pod for r in roles]
+    return WorkloadView(obj, rule.kind, rule.group, tuple(roles), pods, tuple(unmatched), rule)
+
+
+def role_of(obj: Mapping[str, Any], shape: PodShape, path: Path) -> tuple[str, int | None, Path]:
+    """The role a template matched at `path` stands for: its name, replica count and
+    holder. The holder is what the pattern's last "*" matched (a PyTorchJob's
+    `spec.pytorchReplicaSpecs.Worker`, a JobSet's `spec.replicatedJobs[0]`), else the
+    object; the name is that "*"'s key, else the last step of the path that names it."""
+    stars = [i for i, step in enumerate(shape.path) if step == "*"]
+    holder: Path = path[: stars[-1] + 1] if stars else ()
+    return _default_name(path, stars), None, holder
+
+
+def _default_name(path: Path, stars: list[int]) -> str:
+    if stars:
+        step = path[stars[-1]]
+        if isinstance(step, str):
+            return step
+        before = path[stars[-1] - 1] if stars[-1] > 0 else ""
+        return f"{before}[{step}]"
+    named = [s for s in path if isinstance(s, str) and s not in ("template", "spec")]
+    return named[-1] if named else ""
+
+
+def _shaped(
+    obj: Mapping[str, Any], shape: PodShape, path: Path, value: Mapping[str, Any]
+) -> Iterator[PodView]:
+    if shape.form == "template":
+        for _, view in _templates_at(obj, (), at=(path, value)):
+            yield view
+        return
+    holders = [_holder(obj, path, value, at) for at in shape.labels] or [((*path,), {})]
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    for _, holder in holders:
+        labels.update(str_map(holder.get("labels")))
+        annotations.update(str_map(holder.get("annotations")))
+    spec: Mapping[str, Any] = value if shape.form == "pod" else {}
+    extra = _extra_containers(spec, path, value, shape)
+    yield PodView(spec, path, labels, annotations, holders[-1][0], extra)
+
+
+def _holder(
+    obj: Mapping[str, Any], path: Path, value: Mapping[str, Any], at: tuple[str, ...]
+) -> tuple[Path, Mapping[str, Any]]:
+    """The mapping that holds labels and annotations: relative to the match, or from
+    the object's root when the path starts with "$"."""
+    if at[:1] == (ROOT,):
+        found = walk(obj, at[1:])
+        return (at[1:], as_dict(found[0][1])) if found else (at[1:], {})
+    found = walk(value, at, path)
+    return (found[0][0], as_dict(found[0][1])) if found else ((*path, *at), {})
+
+
+def _extra_containers(
+    spec: Mapping[str, Any], path: Path, value: Mapping[str, Any], shape: PodShape
+) -> tuple[ContainerRef, ...]:
+    """Containers in fields of the kind's own (InferenceService's `model`, the Spark
+    driver itself, the Trainer's `trainer`), after the pod spec's usual lists."""
+    out: list[ContainerRef] = []
+    position = sum(len(spec[f]) for f in CONTAINER_FIELDS if type(spec.get(f)) is list)
+    for cshape in shape.containers:
+        for cpath, found in walk(value, cshape.path, path):
+            items = enumerate(found) if isinstance(found, list) else [(None, found)]
+            for index, item in items:
+                if not isinstance(item, Mapping):
+                    continue
+                at = cpath if index is None else (*cpath, index)
+                out.append(_container_ref(item, at, position, cshape))
+                position += 1
+    return tuple(out)
+
+
+def _container_ref(
+    item: Mapping[str, Any], at: Path, position: int, cshape: ContainerShape
+) -> ContainerRef:
+    """A container of the kind's own shape, read as a core container: its resources
+    moved to `resources` (a ResourceRequirements) so every check reads them one way."""
+    spec = dict(item)
+    if not isinstance(spec.get("name"), str):
+        named = [s for s in at if isinstance(s, str)]
+        spec["name"] = named[-1] if named else f"#{position}"
+    if cshape.gpu is not None:
+        gpu = as_dict(_get(item, cshape.gpu))
+        name, quantity = gpu.get("name"), gpu.get("quantity")
+        spec["resources"] = {"limits": {name: quantity}} if isinstance(name, str) else {}
+        return ContainerRef("containers", position, spec, at, None, (*at, *cshape.gpu, "quantity"))
+    if cshape.resources != ("resources",):
+        spec["resources"] = as_dict(_get(item, cshape.resources))
+        return ContainerRef("containers", position, spec, at, (*at, *cshape.resources))
+    return ContainerRef("containers", position, spec, at)
+
+
+def _get(node: Mapping[str, Any], steps: tuple[str, ...]) -> object:
+    value: object = node
+    for step in steps:
+        value = as_dict(value).get(step)
+    return value
+
+
+def _templates_at(
+    obj: Mapping[str, Any],
+    pattern: Sequence[str],
+    *,
+    at: tuple[Path, Any] | None = None,
+) -> Iterator[tuple[Path, PodView]]:
+    """Each PodTemplateSpec at `pattern` (or the one at `at`), with its path."""
+    for path, template in [at] if at is not None else walk(obj, tuple(pattern)):
+        if isinstance(template, Mapping):
+            meta = as_dict(template.get("metadata"))
+            view = PodView(
+                as_dict(template.get("spec")),
+                (*path, "spec"),
+                str_map(meta.get("labels")),
+                str_map(meta.get("annotations")),
+                (*path, "metadata"),
+            )
+            view.object_labels = str_map(as_dict(obj.get("metadata")).get("labels"))
+            yield path, view
