@@ -16,7 +16,7 @@ a field it reads, and a plain pod spec has none of them:
 
 Anything the filter does not understand (an unknown check, a field of an odd type, a
 custom kind: its WorkloadKinds paths may match nothing, which is a finding) goes to the
-engine. tests/test_prefilter.py checks, over the corpus, the examples and hostile
+engine. tests/core/test_prefilter.py checks, over the corpus, the examples and hostile
 objects, that the engine finds nothing, and fails on nothing, in whatever this passes.
 """
 
