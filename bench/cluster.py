@@ -37,11 +37,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the repository: tests.support and this checkout's webhook
 
 import clustergen  # noqa: E402
-from reviews import pod  # noqa: E402
 
+from tests.support.reviews import pod  # noqa: E402
 from webhook.core.engine.evaluation import Subject, evaluate  # noqa: E402
 from webhook.core.supply.inventory import Inventory  # noqa: E402
 from webhook.core.supply.nodeindex import NodeIndex  # noqa: E402

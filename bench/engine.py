@@ -15,10 +15,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the repository: tests.support and this checkout's webhook
 
-from reviews import deployment, pod  # noqa: E402
-
+from tests.support.reviews import deployment, pod  # noqa: E402
 from webhook.commands.check import check_paths  # noqa: E402
 from webhook.core.engine.evaluation import Subject, evaluate  # noqa: E402
 from webhook.sources.files import read_inventory  # noqa: E402

@@ -117,7 +117,7 @@ def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # With Nagle on, a TLS response split into two records waits ~40 ms for an ACK. uvloop
     # turns it off on every TCP connection; asyncio only on sockets created with
-    # IPPROTO_TCP, so say it (tests/test_serve_connections.py measures the latency).
+    # IPPROTO_TCP, so say it (tests/serve/test_serve_connections.py measures the latency).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))

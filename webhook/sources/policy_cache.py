@@ -136,7 +136,7 @@ def _read(entry: Path) -> PolicySet | None:
 
 def _write(entry: Path, policy_set: PolicySet) -> None:
     """Kept if it can be: a read-only home or a full disk only costs the next run time."""
-    import tempfile  # a miss only: a warm `check` does without it (tests/test_cli_startup.py)
+    import tempfile  # a miss only: a warm `check` does without it (tests/cli/test_cli_startup.py)
 
     try:
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

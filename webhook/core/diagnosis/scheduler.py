@@ -39,7 +39,7 @@ _REASONS: tuple[tuple[str, frozenset[Domain]], ...] = (
     ("resourceclaim", frozenset({"dra-unallocatable"})),
     # DynamicResources' PreFilter fails the Pod on every node at once, in words of its
     # own: "request gpu: device class gpu.nvidia.co does not exist" (v1.36.3, seen in
-    # tests/test_diagnose_cluster.py), "waiting for resource claim ... to be created".
+    # tests/e2e/test_diagnose_cluster.py), "waiting for resource claim ... to be created".
     ("device class", frozenset({"dra-unallocatable"})),
     ("resource claim", frozenset({"dra-unallocatable"})),
 )

@@ -11,7 +11,7 @@ filter off.
 
 Anything the filter does not understand (a field of an odd type, a custom kind: its
 WorkloadKinds paths may match nothing, which is a finding) goes to the engine.
-tests/test_prefilter.py checks, over the corpus, the examples and hostile objects,
+tests/core/test_prefilter.py checks, over the corpus, the examples and hostile objects,
 that the engine finds nothing, and fails on nothing, in whatever this passes.
 """
 

@@ -1,0 +1,1 @@
+"""webhook.checks: each check through the engine, and the shipped policy suites."""

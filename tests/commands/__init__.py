@@ -1,0 +1,1 @@
+"""webhook.commands as functions: audit, the dump commands, the parallel check."""

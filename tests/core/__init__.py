@@ -1,0 +1,1 @@
+"""webhook.core: the engine, subjects, workloads, GPU access, supply, DRA, diagnosis logic."""

@@ -1,0 +1,1 @@
+"""webhook.reports: PolicyReports, OpenReports, SARIF and JUnit."""
