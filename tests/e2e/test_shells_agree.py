@@ -99,6 +99,42 @@ def deployment(name: str, namespace: str, template: dict[str, Any]) -> dict[str,
     }
 
 
+def pytorchjob(name: str, namespace: str, master: dict[str, Any], worker: dict[str, Any]) -> Any:
+    """A PyTorchJob (a workload target: two roles) whose Master and Worker templates are
+    the given Pods' labels and specs."""
+    specs = {
+        role: {"replicas": n, "template": {"metadata": {"labels": p["metadata"]["labels"]},
+                                           "spec": p["spec"]}}
+        for role, n, p in (("Master", 1, master), ("Worker", 3, worker))
+    }  # fmt: skip
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"pytorchReplicaSpecs": specs},
+    }
+
+
+def vfio_claim(name: str, namespace: str) -> dict[str, Any]:
+    """A ResourceClaim (a claim target) for NVIDIA's passthrough class."""
+    request = {"name": "gpu", "exactly": {"deviceClassName": "vfio.gpu.nvidia.com"}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": [request]}},
+    }
+
+
+ADMIN_LABEL = {"resource.kubernetes.io/admin-access": "true"}
+# A Namespace (a namespace target) that carries the DRA admin-access label, listed where
+# check and audit compare, and created at admission by a cluster admin.
+ADMIN_NAMESPACE = {"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": "gpu-admins", "labels": ADMIN_LABEL}}  # fmt: skip
+GUARDRAILS = "gpu-dra-guardrails.yaml"
+# Who sends each object to the webhook, where it is not alice.
+USERS = {"gpu-admins": {"username": "kubernetes-admin", "groups": ["kubeadm:cluster-admins"]}}
+
 HOSTPATH = {"volumes": [{"name": "dev", "hostPath": {"path": "/dev/nvidia0"}}]}
 LATENCY = {**LABELS, "gpu-admission.io/slo-class": "latency-sensitive"}
 PEAK_12GI = {**LABELS, "gpu-admission.io/peak-memory": "12Gi"}
@@ -149,6 +185,18 @@ TABLE: dict[str, tuple[dict[str, Any], str, list[tuple[str, str]]]] = {
         [("gpu-device-injection", "privileged")],
     ),
     "exempt": (pod("exempt", "gpu-operator", privileged=True), "gpu-operator", []),
+    # One of each target beside pod specs: a workload's roles, a claim, a Namespace.
+    "ranks": (
+        pytorchjob("ranks", "team-a", pod("m"), pod("w", spec=HOSTPATH)),
+        "team-a",
+        [("gpu-device-injection", "hostpath-device"), (NARROWED, "hostpath-device")],
+    ),
+    "passthrough": (
+        vfio_claim("passthrough", "team-a"),
+        "team-a",
+        [("gpu-dra-guardrails", "passthrough-class")],
+    ),
+    "gpu-admins": (ADMIN_NAMESPACE, "gpu-admins", []),
 }
 
 
@@ -156,6 +204,12 @@ TABLE: dict[str, tuple[dict[str, Any], str, list[tuple[str, str]]]] = {
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     s = Server(tmp_path_factory.mktemp("serve"))
     try:
+        guardrails = s.policies / GUARDRAILS  # the admins' Namespace is where it belongs
+        guardrails.write_text(
+            guardrails.read_text().replace(
+                "adminAccessNamespaces: []", "adminAccessNamespaces: [gpu-admins]"
+            )
+        )
         (s.policies / f"{NARROWED}.yaml").write_text(NARROWED_POLICY)
         wait_for_policy(s, NARROWED)
         yield s
@@ -290,7 +344,8 @@ def from_serve(server: Server) -> Found:
     out: Found = {}
     for name, (obj, _, _) in TABLE.items():
         namespace = obj["metadata"].get("namespace") or "default"
-        resp = server.validate(admission_review(obj, namespace=namespace))
+        user = USERS.get(name, {"username": "alice", "groups": ["system:authenticated"]})
+        resp = server.validate(admission_review(obj, namespace=namespace, user=user))
         assert resp.status_code == 200, (name, resp.text)
         body = resp.json()["response"]
         assert "warnings" not in body and "auditAnnotations" not in body  # every policy denies
@@ -304,7 +359,9 @@ def from_serve(server: Server) -> Found:
     return out
 
 
-def admission_review(obj: dict[str, Any], *, namespace: str) -> dict[str, Any]:
+def admission_review(
+    obj: dict[str, Any], *, namespace: str, user: dict[str, Any]
+) -> dict[str, Any]:
     group, _, version = obj["apiVersion"].rpartition("/")
     plural = obj["kind"].lower() + "s"
     request = {
@@ -315,7 +372,7 @@ def admission_review(obj: dict[str, Any], *, namespace: str) -> dict[str, Any]:
         "name": obj["metadata"]["name"],
         "namespace": namespace,
         "operation": "CREATE",
-        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "userInfo": user,
         "object": obj,
         "oldObject": None,
         "dryRun": False,

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from webhook.core.dra.findings import joint, mixed, tainted, tolerations
 from webhook.core.dra.joint import Ask
-from webhook.core.dra.match import Match, match, selector_hints
+from webhook.core.dra.match import DeviceMatch, match, selector_hints
 from webhook.core.dra.model import ClaimSpec, ExactRequest, parse_claim
 from webhook.core.engine.check import Check, CheckParams, Rule
 from webhook.core.engine.context import Context
@@ -147,7 +147,7 @@ def _claim(
     label += f'{claim.kind} "{shown(claim.name)}"'
     shared_by_config = _shared_strategy(claim)
     for request in claim.requests:
-        feasible: list[tuple[ExactRequest, Match]] = []
+        feasible: list[tuple[ExactRequest, DeviceMatch]] = []
         findings: list[Violation] = []
         for alt in request.alternatives:
             path = base if where is not None else (*base, *alt.path)
@@ -245,7 +245,7 @@ def _exact(alt: ExactRequest, inventory: Inventory, what: str, path: Path) -> It
 
 
 def _no_device(
-    alt: ExactRequest, inventory: Inventory, what: str, path: Path, m: Match
+    alt: ExactRequest, inventory: Inventory, what: str, path: Path, m: DeviceMatch
 ) -> Violation:
     device_class = inventory.dra.classes[alt.device_class]
     class_devices = match(inventory.dra, device_class, ()).devices
@@ -262,7 +262,7 @@ def _no_device(
 
 
 def _memory(
-    alt: ExactRequest, m: Match, declared: _Declared, what: str, path: Path
+    alt: ExactRequest, m: DeviceMatch, declared: _Declared, what: str, path: Path
 ) -> Iterator[Violation]:
     if declared.peak is None or declared.peak <= 0:
         return

@@ -30,7 +30,7 @@ def check_paths(
     input_dra: bool = True,
     expanded: bool = False,
     dump_workers: int = 1,
-) -> Run:
+) -> CheckRun:
     """Every object of every file, judged one file at a time (memory: one file's parse).
 
     A Pod and the ResourceClaimTemplate it names may come in the same PR: unless the
@@ -39,7 +39,7 @@ def check_paths(
     group are parsed twice. Stdin is read once and kept for both passes. `expanded`: the
     paths are files already (what expand_paths gave), not to be looked at again. A big
     JSON dump is streamed instead, across `dump_workers` processes (checkdump)."""
-    run = Run()
+    run = CheckRun()
     names = list(paths) if expanded else list(expand_paths(paths))
     stdin = read_text("-") if "-" in names else None
     if input_dra and policy_set.reads_dra_supply:  # what a check reads (engine.reads)
@@ -86,7 +86,7 @@ def not_kubernetes(data: bytes) -> bool:
 
 
 def empty_inputs(
-    paths: Sequence[str], run: Run, *, expanded: Mapping[str, Sequence[str]] | None = None
+    paths: Sequence[str], run: CheckRun, *, expanded: Mapping[str, Sequence[str]] | None = None
 ) -> list[str]:
     """An input (a file, a directory, stdin) in which the run found nothing at all: a
     newcomer's mistake (a wrong directory, an empty pipe), never a silent pass.
@@ -147,7 +147,9 @@ def _dump_parts(name: str, *, workers: int) -> list[Part] | None:
     return dump_parts(name, workers=workers)
 
 
-def _check_dump(parts: list[Part], *, policy_set: PolicySet, inventory: Inventory) -> Run | None:
+def _check_dump(
+    parts: list[Part], *, policy_set: PolicySet, inventory: Inventory
+) -> CheckRun | None:
     from webhook.commands.checkdump import check_dump
 
     return check_dump(parts, policy_set=policy_set, inventory=inventory)
@@ -183,7 +185,7 @@ class Placed(Protocol):
     def line_of(self, field: Path) -> int: ...
 
 
-def check_object(item: Placed, run: Run, policy_set: PolicySet, inventory: Inventory) -> None:
+def check_object(item: Placed, run: CheckRun, policy_set: PolicySet, inventory: Inventory) -> None:
     run.objects += 1
     obj = item.obj
     if not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
@@ -243,7 +245,7 @@ class Result:
 
 
 @dataclass
-class Run:
+class CheckRun:
     """Everything one `check` run saw."""
 
     results: list[Result] = field(default_factory=list)
@@ -280,10 +282,10 @@ def placed(results: Sequence[Result]) -> list[Result]:
     return sorted(results, key=lambda r: (r.file, r.line, r.finding.policy, r.finding.rule))
 
 
-def merged_in_order(runs: Sequence[Run]) -> Run:
+def merged_in_order(runs: Sequence[CheckRun]) -> CheckRun:
     """Runs of consecutive files, in their order, as one run over all of them: results
     placed as `check_paths` places them, errors and skip reasons in first-seen order."""
-    total = Run()
+    total = CheckRun()
     for run in runs:
         total.results.extend(run.results)
         total.errors.extend(run.errors)

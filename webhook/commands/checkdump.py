@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.commands.check import Run, check_object, merged_in_order
+from webhook.commands.check import CheckRun, check_object, merged_in_order
 from webhook.core.engine.policy import PolicySet
 from webhook.core.kit.paths import Path
 from webhook.core.supply.inventory import Inventory
@@ -58,8 +58,8 @@ def dump_parts(name: str, *, workers: int) -> list[dumpsplit.Part] | None:
 
 def check_dump(
     parts: list[dumpsplit.Part], *, policy_set: PolicySet, inventory: Inventory
-) -> Run | None:
-    """The Run of the whole file; None when some range turned out Unusual."""
+) -> CheckRun | None:
+    """The CheckRun of the whole file; None when some range turned out Unusual."""
     import multiprocessing  # here: every `check` imports this module, few need a pool
 
     try:
@@ -81,11 +81,11 @@ def check_dump(
     return merged_in_order([r for r in runs if r is not None])
 
 
-def _check_part(job: tuple[dumpsplit.Part, int]) -> Run | None:
+def _check_part(job: tuple[dumpsplit.Part, int]) -> CheckRun | None:
     assert _shared is not None, "a worker forked without the policy set"
     policy_set, inventory = _shared
     part, base = job
-    run = Run()
+    run = CheckRun()
     source = part.path
     try:
         for line, obj, text in dumpsplit.items(part, lines=[]):

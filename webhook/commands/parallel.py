@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from webhook.commands.check import (
-    Run,
+    CheckRun,
     check_paths,
     dra_objects,
     empty_inputs,
@@ -57,9 +57,9 @@ def check_files(
     inventory: Inventory,
     workers: int | None = None,
     min_files: int = MIN_FILES,
-) -> Run:
+) -> CheckRun:
     """`check_paths`, split across `workers` processes (default: one per CPU) when there
-    are at least `min_files` files; the same Run either way."""
+    are at least `min_files` files; the same CheckRun either way."""
     listed = {raw: list(expand_paths([raw])) for raw in paths}  # each directory walked once
     files = [name for raw in paths for name in listed[raw]]
     workers = workers_available() if workers is None else workers
@@ -75,7 +75,7 @@ def check_files(
 
 def _in_parts(
     files: list[str], *, policy_set: PolicySet, inventory: Inventory, workers: int
-) -> Run:
+) -> CheckRun:
     runs = _chunks(files, workers * _RUNS_PER_WORKER)
     found = _dra_in_parts(runs, workers) if len(files) >= DRA_POOL_FILES else dra_objects(files)
     global _shared
@@ -111,7 +111,7 @@ def _chunks(files: list[str], count: int) -> list[list[str]]:
     return [files[i : i + size] for i in range(0, len(files), size)]
 
 
-def _check_chunk(files: list[str]) -> Run:
+def _check_chunk(files: list[str]) -> CheckRun:
     assert _shared is not None, "a worker forked without the policy set"
     policy_set, inventory = _shared
     return check_paths(

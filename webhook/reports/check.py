@@ -7,12 +7,12 @@ from typing import Any
 import click
 import orjson
 
-from webhook.commands.check import Result, Run
+from webhook.commands.check import CheckRun, Result
 
 _COLOURS = {"deny": "red", "warn": "yellow", "dryrun": "cyan"}
 
 
-def render_json(run: Run) -> str:
+def render_json(run: CheckRun) -> str:
     body = {
         "results": [r.as_json() for r in run.results],
         "summary": run.summary(),
@@ -21,7 +21,7 @@ def render_json(run: Run) -> str:
     return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode()
 
 
-def render_text(run: Run, *, colour: bool) -> str:
+def render_text(run: CheckRun, *, colour: bool) -> str:
     lines: list[str] = []
     by_file: dict[str, list[Result]] = {}
     for r in run.results:

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from webhook.commands.check import Result, Run
+from webhook.commands.check import CheckRun, Result
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ def _case(parent: ET.Element, case: Case) -> None:
 # -- check ------------------------------------------------------------------------------
 
 
-def check_suites(run: Run, *, files: Sequence[str]) -> list[Suite]:
+def check_suites(run: CheckRun, *, files: Sequence[str]) -> list[Suite]:
     """The check run as suites: `files` are every file checked, in order."""
     suites = {name: Suite(name) for name in files}
     for r in run.results:
@@ -97,5 +97,5 @@ def render_check_junit_failure(message: str) -> str:
     return render_junit([suite], name="gpu-admission check")
 
 
-def render_check_junit(run: Run, *, files: Sequence[str]) -> str:
+def render_check_junit(run: CheckRun, *, files: Sequence[str]) -> str:
     return render_junit(check_suites(run, files=files), name="gpu-admission check")

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from webhook import __version__
-from webhook.commands.check import Result, Run
+from webhook.commands.check import CheckRun, Result
 from webhook.core.engine.policy import Policy, PolicySet
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -22,7 +22,7 @@ LOAD_RULE = "gpu-admission/load"  # the rule of a run whose policies or inventor
 LEVELS = {"deny": "error", "warn": "warning", "dryrun": "note"}
 
 
-def render_sarif(run: Run, *, policy_set: PolicySet) -> str:
+def render_sarif(run: CheckRun, *, policy_set: PolicySet) -> str:
     rules = _rules(policy_set)
     index = {rule["id"]: i for i, rule in enumerate(rules)}
     for r in run.results:  # a finding of a rule the policy set does not list: add it

@@ -4,7 +4,7 @@ a device plugin that is not registered, or a name no device plugin advertises.""
 from __future__ import annotations
 
 from webhook.core.diagnosis.case import SHOWN_NODES, Case, label_fact, more_nodes, node_fact
-from webhook.core.diagnosis.evidence import Fact, Finding
+from webhook.core.diagnosis.evidence import Diagnosis, Fact
 from webhook.core.diagnosis.gpunodes import (
     MIG_CONFIG,
     MIG_STATE,
@@ -19,7 +19,7 @@ from webhook.core.kit.text import closest, listing, plural
 from webhook.core.supply.mig_catalog import catalog_resource_names, profile_for_resource
 
 
-def absent(case: Case, resource: str) -> Finding:
+def absent(case: Case, resource: str) -> Diagnosis:
     """`resource` is offered by no node: who should offer it, or what to ask for."""
     for bits in (case.place.placed, case.cluster.all):
         broken = list(broken_nodes(case.cluster, resource, bits, case.gpus))
@@ -28,7 +28,7 @@ def absent(case: Case, resource: str) -> Finding:
     return not_advertised(case, resource)
 
 
-def broken_finding(case: Case, resource: str, broken: list[Broken]) -> Finding:
+def broken_finding(case: Case, resource: str, broken: list[Broken]) -> Diagnosis:
     """Nodes that would offer `resource` but for a MIG change or their device plugin.
     Other nodes may offer it: then the Pod's placement keeps it to these."""
     elsewhere = bool(case.cluster.offering(resource))
@@ -54,7 +54,7 @@ def _scope(resource: str, elsewhere: bool) -> str:
     return "no other node offers it"
 
 
-def _mig(case: Case, resource: str, nodes: list[Broken], others: int, elsewhere: bool) -> Finding:
+def _mig(case: Case, resource: str, nodes: list[Broken], others: int, elsewhere: bool) -> Diagnosis:
     facts = [f for b in nodes[:SHOWN_NODES] for f in _mig_facts(case, b, resource)]
     facts += more_nodes(len(nodes), SHOWN_NODES)
     first = nodes[0].node
@@ -87,7 +87,7 @@ def _mig(case: Case, resource: str, nodes: list[Broken], others: int, elsewhere:
             f"(kubectl get pods -A --field-selector spec.nodeName={first.name})"
         )
     also = (f"{plural(others, 'other node')}: device plugin not registered",) if others else ()
-    return Finding("mig-reconfiguring", verdict, action, tuple(facts), also)
+    return Diagnosis("mig-reconfiguring", verdict, action, tuple(facts), also)
 
 
 def _mig_facts(case: Case, b: Broken, resource: str) -> list[Fact]:
@@ -111,7 +111,7 @@ def _layout_lacks(config: str, resource: str) -> str:
     return f"the layout it applies ({MIG_CONFIG}={config}) has no {profile} slices either"
 
 
-def _plugin(case: Case, resource: str, nodes: list[Broken], elsewhere: bool) -> Finding:
+def _plugin(case: Case, resource: str, nodes: list[Broken], elsewhere: bool) -> Diagnosis:
     facts = [f for b in nodes[:SHOWN_NODES] for f in _plugin_facts(case, b, resource)]
     facts += more_nodes(len(nodes), SHOWN_NODES)
     first = nodes[0].node
@@ -138,7 +138,7 @@ def _plugin(case: Case, resource: str, nodes: list[Broken], elsewhere: bool) -> 
             f"{resource} with the kubelet (kubectl get pods -A -o wide --field-selector "
             f"spec.nodeName={first.name} shows its Pod)"
         )
-    return Finding("plugin-not-registered", verdict, action, tuple(facts))
+    return Diagnosis("plugin-not-registered", verdict, action, tuple(facts))
 
 
 def _plugin_facts(case: Case, b: Broken, resource: str) -> list[Fact]:
@@ -154,7 +154,7 @@ def _plugin_facts(case: Case, b: Broken, resource: str) -> list[Fact]:
     return [*facts, node_fact(b.node, f"device plugin Pod {plugin.pod}", plugin.state())]
 
 
-def not_advertised(case: Case, resource: str) -> Finding:
+def not_advertised(case: Case, resource: str) -> Diagnosis:
     cluster = case.cluster
     vendor = resource.split("/", 1)[0] + "/"
     names = sorted(
@@ -182,9 +182,9 @@ def not_advertised(case: Case, resource: str) -> Finding:
             f"request nvidia.com/gpu instead of {resource} and select those nodes with "
             f"nodeSelector {PRODUCT}={product}"
         )
-        return Finding("name-not-advertised", verdict, action, tuple(facts))
+        return Diagnosis("name-not-advertised", verdict, action, tuple(facts))
     hint, action = _hint(case, resource, names, vendor)
-    return Finding("name-not-advertised", verdict + hint, action, tuple(facts))
+    return Diagnosis("name-not-advertised", verdict + hint, action, tuple(facts))
 
 
 def _hint(case: Case, resource: str, names: list[str], vendor: str) -> tuple[str, str]:

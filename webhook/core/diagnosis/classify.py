@@ -17,7 +17,7 @@ from webhook.core.diagnosis.absent import absent, broken_finding
 from webhook.core.diagnosis.capacity import can_hold, fit_now
 from webhook.core.diagnosis.case import SHOWN_NODES, Case
 from webhook.core.diagnosis.cluster import ClusterFacts
-from webhook.core.diagnosis.evidence import Agreement, Evidence, Fact, Finding
+from webhook.core.diagnosis.evidence import Agreement, Diagnosis, Evidence, Fact
 from webhook.core.diagnosis.facts import PendingPod, SchedulerEvent
 from webhook.core.diagnosis.gpunodes import broken_nodes
 from webhook.core.diagnosis.placement import placement
@@ -68,7 +68,7 @@ def diagnose(
     )
 
 
-def judge(case: Case, now: datetime | None) -> tuple[Finding, int]:
+def judge(case: Case, now: datetime | None) -> tuple[Diagnosis, int]:
     """(the primary finding, the nodes that could take the Pod but for this finding)."""
     pod, cluster, place = case.pod, case.cluster, case.place
     if pod.gates:
@@ -97,7 +97,7 @@ def judge(case: Case, now: datetime | None) -> tuple[Finding, int]:
         broken = _broken(case, place.placed & ~up)
         if broken is not None:
             also = f"{broken.domain}: {broken.verdict}"
-            finding = Finding(
+            finding = Diagnosis(
                 finding.domain, finding.verdict, finding.next_action, finding.facts, (also,)
             )
         return finding, candidates
@@ -108,7 +108,7 @@ def judge(case: Case, now: datetime | None) -> tuple[Finding, int]:
     return fits(case, fit.fits, now), candidates
 
 
-def _broken(case: Case, bits: int) -> Finding | None:
+def _broken(case: Case, bits: int) -> Diagnosis | None:
     """A MIG change or an unregistered device plugin on nodes of `bits` that would
     offer the Pod's GPU resources otherwise."""
     for resource in case.gpu_want:
@@ -118,7 +118,7 @@ def _broken(case: Case, bits: int) -> Finding | None:
     return None
 
 
-def _agreement(finding: Finding, event: SchedulerEvent | None) -> tuple[Agreement, str]:
+def _agreement(finding: Diagnosis, event: SchedulerEvent | None) -> tuple[Agreement, str]:
     if event is None:
         return "no-event", ""
     message = parse_message(event.message)

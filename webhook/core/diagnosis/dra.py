@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from webhook.core.access.grants import PodClaim
 from webhook.core.diagnosis.case import SHOWN_HOLDERS, Case
 from webhook.core.diagnosis.drafacts import DeviceKey, Holding
-from webhook.core.diagnosis.evidence import Fact, Finding
+from webhook.core.diagnosis.evidence import Diagnosis, Fact
 from webhook.core.dra.findings import Blocked, blocked_by_taints
 from webhook.core.dra.joint import Ask, best_node
-from webhook.core.dra.match import Match, match, selector_hints
+from webhook.core.dra.match import DeviceMatch, match, selector_hints
 from webhook.core.dra.model import ClaimSpec, Device, DraSupply, ExactRequest
 from webhook.core.dra.taints import describe
 from webhook.core.kit.text import closest, listing, plural, shown
@@ -43,7 +43,7 @@ SOURCES = {
 }
 
 
-def judge(case: Case, *, usable: int) -> Finding | None:
+def judge(case: Case, *, usable: int) -> Diagnosis | None:
     """The DRA verdict for the Pod's claims; None when every claim can be allocated.
 
     `usable`: the nodes that have room for the Pod's other requests now (node ids as
@@ -80,7 +80,7 @@ def judge(case: Case, *, usable: int) -> Finding | None:
     return _jointly(facts.supply, asks) if len(asks) > 1 else None
 
 
-def _jointly(supply: DraSupply, asks: list[Ask]) -> Finding | None:
+def _jointly(supply: DraSupply, asks: list[Ask]) -> Diagnosis | None:
     """Each claim can be allocated alone, and all of them from no one node: the
     scheduler takes every device of a Pod's claims from the node it picks (the same rule
     as the check's claims-exceed-node, webhook.core.dra.joint)."""
@@ -89,7 +89,7 @@ def _jointly(supply: DraSupply, asks: list[Ask]) -> Finding | None:
         return None
     node, got, need = found
     parts = listing([f"{a.need} for {a.what}" for a in asks], 4)
-    return Finding(
+    return Diagnosis(
         "dra-unallocatable",
         f"the Pod's claims ask for {plural(need, 'device')} in all ({parts}), and all of "
         f"them come from the one node the Pod lands on; the most one node can give them "
@@ -119,7 +119,7 @@ def _alternative(
     spec: ClaimSpec,
     alt: ExactRequest,
     usable: int,
-) -> Finding | None:
+) -> Diagnosis | None:
     what = f'claim "{claim.name}" ({_about(spec)}) request "{alt.name}"'
     facts = _claim_facts(case, claim, spec, alt)
     supply = case.cluster.dra.supply
@@ -131,7 +131,7 @@ def _alternative(
         return None  # cannot be evaluated here: the scheduler's message is the evidence
     if m.errors:
         expression, device, error = m.errors[0]
-        return Finding(
+        return Diagnosis(
             "dra-unallocatable",
             f"{what}: the selector {shown(expression, 80)!r} fails with a CEL runtime error on "
             f"{plural(len(m.errors), 'device')} ({device.label}: {shown(error, 80)}), and the "
@@ -148,13 +148,13 @@ def _alternative(
     return _allocated(case, what, facts, spec, alt, m, usable)
 
 
-def _tainted(what: str, facts: list[Fact], spec: ClaimSpec, blocked: Blocked) -> Finding:
+def _tainted(what: str, facts: list[Fact], spec: ClaimSpec, blocked: Blocked) -> Diagnosis:
     """KEP-5055: the scheduler allocates a device with a NoSchedule/NoExecute taint only
     to a request that tolerates it; the scheduler's message says only "cannot allocate"."""
     for device, taints in blocked.devices[:8]:
         facts.append(Fact(f"device {device.label}", "taints", ", ".join(map(describe, taints))))
     n = len(blocked.devices)
-    return Finding(
+    return Diagnosis(
         "dra-unallocatable",
         f"{what}: {plural(n, 'device')} it matches {'carries' if n == 1 else 'carry'} "
         f"taints it does not tolerate ({blocked.taints_shown()}), leaving {blocked.left()} "
@@ -168,7 +168,7 @@ def _tainted(what: str, facts: list[Fact], spec: ClaimSpec, blocked: Blocked) ->
 
 def _class_missing(
     what: str, facts: list[Fact], spec: ClaimSpec, alt: ExactRequest, names: list[str]
-) -> Finding:
+) -> Diagnosis:
     near = closest(alt.device_class, names)
     facts.append(Fact("cluster", "DeviceClasses", listing(names, 6) if names else "(none)"))
     if near:
@@ -177,7 +177,7 @@ def _class_missing(
         action = f"name one of the DeviceClasses ({listing(names, 6)}) in {_about(spec)}"
     else:
         action = "install the DRA driver that creates the DeviceClass (no DeviceClass exists)"
-    return Finding(
+    return Diagnosis(
         "dra-unallocatable",
         f"{what} names DeviceClass {alt.device_class}, which does not exist"
         + (f" (did you mean {' or '.join(near)}?)" if near else ""),
@@ -192,8 +192,8 @@ def _matches_nothing(
     facts: list[Fact],
     spec: ClaimSpec,
     alt: ExactRequest,
-    m: Match,
-) -> Finding:
+    m: DeviceMatch,
+) -> Diagnosis:
     device_class = inventory.dra.classes[alt.device_class]
     of_class = len(match(inventory.dra, device_class, ()).devices)
     hints = selector_hints(inventory.dra, device_class, alt.selectors)
@@ -206,7 +206,7 @@ def _matches_nothing(
         else f"fix the selectors in {_about(spec)}, or add devices that match (kubectl get "
         f"resourceslices -o yaml shows their attributes)"
     )
-    return Finding(
+    return Diagnosis(
         "dra-unallocatable",
         f"{what}: no device of class {alt.device_class} matches its selectors "
         f"({plural(of_class, 'device')} of the class, {plural(m.total, 'device')} published)",
@@ -225,9 +225,9 @@ def _allocated(
     facts: list[Fact],
     spec: ClaimSpec,
     alt: ExactRequest,
-    m: Match,
+    m: DeviceMatch,
     usable: int,
-) -> Finding | None:
+) -> Diagnosis | None:
     use = _use(case, alt, m)
     taken, free, claims = use.taken, use.free, use.claims
     ids = _node_ids(case)
@@ -237,7 +237,7 @@ def _allocated(
     node, most = use.most
     if need > most:
         facts.append(Fact("cluster", f"most matching devices on one node ({node})", str(most)))
-        return Finding(
+        return Diagnosis(
             "dra-unallocatable",
             f"{what} asks for {plural(need, 'device')} of class {alt.device_class}; the most "
             f"that match on one node is {most} ({node or 'no node-local slice'}), and all "
@@ -256,7 +256,7 @@ def _allocated(
     if len(taken) > SHOWN_HOLDERS:
         rest = str(len(taken) - SHOWN_HOLDERS)
         facts.append(Fact("cluster", "allocated devices not listed here", rest))
-    return Finding(
+    return Diagnosis(
         "dra-unallocatable",
         f"{what} asks for {plural(need, 'device')} of class {alt.device_class}; "
         f"{plural(len(m.devices), 'device')} match, {len(taken)} of them allocated (to "
@@ -275,7 +275,7 @@ class _Use:
     most: tuple[str, int]  # the node with the most matching devices, and how many
 
 
-def _use(case: Case, alt: ExactRequest, m: Match) -> _Use:
+def _use(case: Case, alt: ExactRequest, m: DeviceMatch) -> _Use:
     """Once per (class, selectors) for every Pending Pod but those whose own claims hold
     devices: a thousand Pods waiting for one class cost what one does."""
     cluster, pod = case.cluster, case.pod.ref
@@ -312,9 +312,9 @@ def _node_ids(case: Case) -> dict[str, int]:
 
 def _elsewhere(
     what: str, facts: list[Fact], alt: ExactRequest, need: int, elsewhere: list[str]
-) -> Finding:
+) -> Diagnosis:
     facts.append(Fact("cluster", "nodes with enough free matching devices", listing(elsewhere)))
-    return Finding(
+    return Diagnosis(
         "dra-unallocatable",
         f"{what} asks for {plural(need, 'device')} of class {alt.device_class}; the nodes "
         f"with enough free ones ({listing(elsewhere)}) cannot take the Pod (its placement, "
@@ -325,7 +325,7 @@ def _elsewhere(
     )
 
 
-def _missing(case: Case, claim: PodClaim, kind: str, namespace: str) -> Finding:
+def _missing(case: Case, claim: PodClaim, kind: str, namespace: str) -> Diagnosis:
     claims = case.cluster.dra.supply.claims
     names = sorted(n for k, ns, n in claims if k == kind and ns == namespace)
     near = closest(claim.source_name, names)
@@ -342,7 +342,7 @@ def _missing(case: Case, claim: PodClaim, kind: str, namespace: str) -> Finding:
         if near
         else f"create {kind} {namespace}/{claim.source_name}"
     )
-    return Finding(
+    return Diagnosis(
         "dra-unallocatable",
         f'claim "{claim.name}": {kind} {claim.source_name} does not exist in namespace '
         f"{namespace}, so no claim can be allocated for it",
@@ -351,7 +351,7 @@ def _missing(case: Case, claim: PodClaim, kind: str, namespace: str) -> Finding:
     )
 
 
-def not_evaluated(case: Case) -> Finding:
+def not_evaluated(case: Case) -> Diagnosis:
     """No DeviceClass or ResourceSlice was read: the claims cannot be judged."""
     claims = case.pod.access.claims
     namespace = case.pod.ref.split("/", 1)[0]
@@ -372,4 +372,4 @@ def not_evaluated(case: Case) -> Finding:
         f"diagnose them, add kubectl get deviceclasses,resourceslices,resourceclaims,"
         f"resourceclaimtemplates -A -o json to the dump"
     )
-    return Finding("dra-unallocatable", verdict, action, facts)
+    return Diagnosis("dra-unallocatable", verdict, action, facts)

@@ -57,7 +57,7 @@ class Fact:
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class Diagnosis:
     """What a domain's judge found: the verdict, its facts, the next action."""
 
     domain: Domain

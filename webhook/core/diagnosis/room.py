@@ -12,14 +12,14 @@ from webhook.core.diagnosis.case import (
     more_nodes,
     node_fact,
 )
-from webhook.core.diagnosis.evidence import Fact, Finding
+from webhook.core.diagnosis.evidence import Diagnosis, Fact
 from webhook.core.diagnosis.requests import container_requests
 from webhook.core.diagnosis.units import PODS, shown
 from webhook.core.kit.dicts import as_list
 from webhook.core.kit.text import listing
 
 
-def exceeds(case: Case, pool: int) -> Finding:
+def exceeds(case: Case, pool: int) -> Diagnosis:
     """Nothing in `pool` (the nodes offering the GPU resources, or all) can ever hold it."""
     scope = f"node offering {listing(list(case.gpu_want), 2)}" if case.gpu_want else "node"
     over = _over(case, pool)
@@ -41,7 +41,7 @@ def exceeds(case: Case, pool: int) -> Finding:
             f"request at most {most_text} {resource} (node {node}'s allocatable), or add nodes "
             f"that have more"
         )
-    return Finding("exceeds-any-node", verdict, action, tuple(facts))
+    return Diagnosis("exceeds-any-node", verdict, action, tuple(facts))
 
 
 def _over(case: Case, pool: int) -> list[tuple[str, tuple[int, int]]]:
@@ -59,7 +59,7 @@ def _over(case: Case, pool: int) -> list[tuple[str, tuple[int, int]]]:
     return over
 
 
-def _not_at_once(case: Case, pool: int, scope: str) -> Finding:
+def _not_at_once(case: Case, pool: int, scope: str) -> Diagnosis:
     """Each resource fits some node, but no node has them all at once."""
     cluster, want = case.cluster, case.pod.want
     i = _nearest_node(case, pool)
@@ -76,7 +76,7 @@ def _not_at_once(case: Case, pool: int, scope: str) -> Finding:
         f"lower the Pod's {listing(list(lacking), 3)} requests to what node {near.name} has, or "
         f"add nodes that have it all together"
     )
-    return Finding("exceeds-any-node", verdict, action, tuple(facts))
+    return Diagnosis("exceeds-any-node", verdict, action, tuple(facts))
 
 
 def _per_container(case: Case, resource: str) -> str:
@@ -98,7 +98,7 @@ def _nearest_node(case: Case, pool: int) -> int:
     )
 
 
-def exhausted(case: Case, up: int, fit: Fit) -> Finding:
+def exhausted(case: Case, up: int, fit: Fit) -> Diagnosis:
     """Every available candidate node lacks room now."""
     pod = case.pod
     other = fit.gpus_free
@@ -119,7 +119,7 @@ def exhausted(case: Case, up: int, fit: Fit) -> Finding:
         )
     if preempt:
         action += f"; {preempt}"
-    return Finding("capacity-exhausted", verdict, action, tuple(facts))
+    return Diagnosis("capacity-exhausted", verdict, action, tuple(facts))
 
 
 def _room_facts(case: Case, listed: list[tuple[int, tuple[str, ...]]]) -> list[Fact]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from webhook.core.diagnosis.case import SHOWN_NODES, Case, amount_facts, more_nodes, node_fact
-from webhook.core.diagnosis.evidence import Fact, Finding
+from webhook.core.diagnosis.evidence import Diagnosis, Fact
 from webhook.core.diagnosis.placement import Rule, nearest_value
 from webhook.core.kit.text import listing, plural
 
@@ -18,7 +18,7 @@ JUST_CREATED = 60  # seconds: younger Pods may simply not have been tried yet
 RETRY = "it retries unschedulable Pods on every Node or Pod change and at least every 5 minutes"
 
 
-def gated(case: Case) -> Finding:
+def gated(case: Case) -> Diagnosis:
     gates = case.pod.gates
     facts = tuple(Fact(f"Pod {case.pod.ref}", "spec.schedulingGates", g) for g in gates)
     verdict = (
@@ -36,10 +36,10 @@ def gated(case: Case) -> Finding:
             f"wait for the controller that added {gates[0]} to remove it; remove the gate "
             f"yourself only if that controller is gone"
         )
-    return Finding("gated", verdict, action, facts)
+    return Diagnosis("gated", verdict, action, facts)
 
 
-def excluded(case: Case, pool: int) -> Finding:
+def excluded(case: Case, pool: int) -> Diagnosis:
     """No node that could hold the Pod passes its nodeSelector, affinity and taints."""
     place, cluster = case.place, case.cluster
     total = pool.bit_count()
@@ -63,7 +63,7 @@ def excluded(case: Case, pool: int) -> Finding:
     else:
         verdict = f"together, {_texts(some)} exclude {nodes} whose allocatable could hold the Pod"
         action = _unlock(case, pool)
-    return Finding("excluded-by-placement", verdict, action, tuple(facts))
+    return Diagnosis("excluded-by-placement", verdict, action, tuple(facts))
 
 
 def have(n: int) -> str:
@@ -118,7 +118,7 @@ def _unlock(case: Case, pool: int) -> str:
     return f"remove {rule.text}: no node that could hold the Pod has that label {then}"
 
 
-def unavailable(case: Case, candidates: int) -> Finding:
+def unavailable(case: Case, candidates: int) -> Diagnosis:
     """Every node that could take the Pod is out of service."""
     cluster, place = case.cluster, case.place
     facts: list[Fact] = []
@@ -152,10 +152,10 @@ def unavailable(case: Case, candidates: int) -> Finding:
         )
     else:
         action = f"relieve node {first.name} ({', '.join(why)}) or let the Pod tolerate it"
-    return Finding("node-unavailable", verdict, action, tuple(facts))
+    return Diagnosis("node-unavailable", verdict, action, tuple(facts))
 
 
-def fits(case: Case, room: int, now: datetime | None) -> Finding:
+def fits(case: Case, room: int, now: datetime | None) -> Diagnosis:
     """There is room now: nothing in the GPU stack holds it back."""
     cluster, pod = case.cluster, case.pod
     i = cluster.ids(room)[0]
@@ -176,13 +176,13 @@ def fits(case: Case, room: int, now: datetime | None) -> Finding:
     else:
         verdict += ": the cluster has room that the scheduler's last attempt did not see"
         action = f"nothing in the GPU stack: the scheduler places it on its next attempt ({RETRY})"
-    return Finding("not-stuck", verdict, action, tuple(facts))
+    return Diagnosis("not-stuck", verdict, action, tuple(facts))
 
 
-def no_gpu(case: Case) -> Finding:
+def no_gpu(case: Case) -> Diagnosis:
     verdict = (
         "the Pod asks for no GPU through any channel (resource, device variable, device path, "
         "device annotation, privileged mode or claim): not a GPU-stack problem"
     )
     action = "look elsewhere: kubectl describe pod shows the scheduler's reasons"
-    return Finding("not-stuck", verdict, action)
+    return Diagnosis("not-stuck", verdict, action)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from webhook.core.dra.joint import Ask, best_node, mixed_nodes
-from webhook.core.dra.match import Match
+from webhook.core.dra.match import DeviceMatch
 from webhook.core.dra.model import ClaimSpec, Device, DeviceTaint, DraSupply, ExactRequest
 from webhook.core.dra.taints import describe, tolerates_every_key, untolerated
 from webhook.core.kit.paths import Path
@@ -71,7 +71,7 @@ class Blocked(NamedTuple):
         return f"at most {self.most} usable on one node" if self.most else "none usable"
 
 
-def blocked_by_taints(alt: ExactRequest, m: Match) -> Blocked | None:
+def blocked_by_taints(alt: ExactRequest, m: DeviceMatch) -> Blocked | None:
     """Devices with a NoSchedule/NoExecute taint the request does not tolerate are not
     allocatable (KEP-5055); None while enough are left on some node."""
     blocked: dict[str, tuple[Device, tuple[DeviceTaint, ...]]] = {}
@@ -90,7 +90,7 @@ def blocked_by_taints(alt: ExactRequest, m: Match) -> Blocked | None:
     return None if most >= need else Blocked(tuple(blocked.values()), most, need)
 
 
-def tainted(alt: ExactRequest, m: Match, what: str, path: Path) -> Iterator[Violation]:
+def tainted(alt: ExactRequest, m: DeviceMatch, what: str, path: Path) -> Iterator[Violation]:
     """Too few devices left once the untolerated tainted ones are set aside: the claim
     is never allocated."""
     b = blocked_by_taints(alt, m)

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.dra.match import Match, remember
+from webhook.core.dra.match import DeviceMatch, remember
 from webhook.core.dra.model import Device, DraSupply, ExactRequest
 from webhook.core.dra.taints import untolerated
 
@@ -29,7 +29,7 @@ MAX_SLOTS = 256  # devices asked for in all; past this the per-request checks sp
 class Ask:
     what: str  # how a message names the request
     request: ExactRequest
-    match: Match
+    match: DeviceMatch
 
     @property
     def need(self) -> int:

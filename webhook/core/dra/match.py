@@ -23,7 +23,7 @@ _EQUALS = re.compile(r"""\.(\w+)\s*==\s*['"]([^'"]*)['"]""")
 
 
 @dataclass(frozen=True, slots=True)
-class Match:
+class DeviceMatch:
     devices: tuple[Device, ...]  # every selector holds
     # (expression, device, error): a runtime error on a device fails the allocation
     errors: tuple[tuple[str, Device, str], ...]
@@ -57,9 +57,9 @@ def _key(device_class: DeviceClass, selectors: tuple[str, ...]) -> tuple[Any, ..
 _PUT = threading.Lock()  # the watch threads warm the memo while requests read it
 
 
-def match(supply: DraSupply, device_class: DeviceClass, selectors: tuple[str, ...]) -> Match:
+def match(supply: DraSupply, device_class: DeviceClass, selectors: tuple[str, ...]) -> DeviceMatch:
     key = _key(device_class, selectors)
-    found: Match | None = supply.matches.get(key)
+    found: DeviceMatch | None = supply.matches.get(key)
     if found is None:
         found = _match(supply, (*device_class.selectors, *selectors))
         with _PUT:
@@ -117,13 +117,13 @@ def warm(
     return done
 
 
-def _match(supply: DraSupply, expressions: tuple[str, ...]) -> Match:
+def _match(supply: DraSupply, expressions: tuple[str, ...]) -> DeviceMatch:
     total = supply.device_count
     for expression in expressions:
         try:
             CACHE.selector(expression)
         except SelectorError as exc:
-            return Match((), (), (expression, str(exc)), total)
+            return DeviceMatch((), (), (expression, str(exc)), total)
     devices: list[Device] = []
     errors: list[tuple[str, Device, str]] = []
     for s in supply.slices.values():
@@ -141,7 +141,7 @@ def _match(supply: DraSupply, expressions: tuple[str, ...]) -> Match:
             if ok:
                 devices.append(device)
     tainted = tuple(d for d in devices if d.taints and blocking(d))
-    return Match(tuple(devices), tuple(errors), None, total, tainted)
+    return DeviceMatch(tuple(devices), tuple(errors), None, total, tainted)
 
 
 def extended_classes(supply: DraSupply, resource: str) -> tuple[DeviceClass, ...]:
@@ -157,7 +157,7 @@ def extended_classes(supply: DraSupply, resource: str) -> tuple[DeviceClass, ...
     return tuple(supply.classes[name] for name in mapping.get(resource, ()))
 
 
-def extended_match(supply: DraSupply, resource: str) -> Match | None:
+def extended_match(supply: DraSupply, resource: str) -> DeviceMatch | None:
     """The devices that can serve an extended resource through DRA; None if no class maps
     it. Several classes: the scheduler picks one (the newest, KEP-5004); the union is
     what any of them can give."""
@@ -171,7 +171,7 @@ def extended_match(supply: DraSupply, resource: str) -> Match | None:
     devices = tuple({d.label: d for m in matches for d in m.devices}.values())
     errors = tuple(e for m in matches for e in m.errors)
     tainted = tuple({d.label: d for m in matches for d in m.tainted}.values())
-    return Match(devices, errors, broken, matches[0].total, tainted)
+    return DeviceMatch(devices, errors, broken, matches[0].total, tainted)
 
 
 def selector_hints(

@@ -152,7 +152,7 @@ _AZURE_SIZES: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFacts:
+class CloudFacts:
     """What a node's non-GFD labels and annotations say about its nvidia.com/gpu."""
 
     product: str = ""
@@ -163,12 +163,12 @@ class NodeFacts:
     mig_profile: str | None = None  # GKE partition size: nvidia.com/gpu is this slice
 
 
-NO_FACTS = NodeFacts()
+NO_FACTS = CloudFacts()
 
 
 def node_facts(
     labels: Mapping[str, str], annotations: Mapping[str, str], *, read: frozenset[Adapter]
-) -> NodeFacts:
+) -> CloudFacts:
     """The first of the `read` adapters that recognises the node: vGPU registers, then
     the cloud's labels."""
     for adapter, key in _REGISTERS:
@@ -195,16 +195,16 @@ def node_facts(
 
 
 @lru_cache(maxsize=256)  # a few accelerator types per cluster: one value (and string) each
-def _catalog(key: str, why: str) -> NodeFacts:
+def _catalog(key: str, why: str) -> CloudFacts:
     gpu = GPUS[key]
     kind = "catalog value" if gpu.measured else "conservative estimate"
-    return NodeFacts(gpu.product, gpu.mib, f"{kind} for {gpu.product}, by {why}")
+    return CloudFacts(gpu.product, gpu.mib, f"{kind} for {gpu.product}, by {why}")
 
 
-def _gke_facts(accelerator: str, labels: Mapping[str, str]) -> NodeFacts:
+def _gke_facts(accelerator: str, labels: Mapping[str, str]) -> CloudFacts:
     why = f"cloud.google.com/gke-accelerator={accelerator}"
     key = GKE_ACCELERATORS.get(accelerator)
-    facts = _catalog(key, why) if key is not None else NodeFacts(accelerator[:80])
+    facts = _catalog(key, why) if key is not None else CloudFacts(accelerator[:80])
     strategy = labels.get("cloud.google.com/gke-gpu-sharing-strategy", "")
     mode = _GKE_MODES.get(strategy)
     replicas = _positive(labels.get("cloud.google.com/gke-max-shared-clients-per-gpu"))
@@ -212,11 +212,13 @@ def _gke_facts(accelerator: str, labels: Mapping[str, str]) -> NodeFacts:
     if mode is None and replicas > 1:
         mode = "time-slicing"  # the clients label without a strategy: GKE's default
     if partition is not None:
-        return NodeFacts(facts.product, None, "no memory label", mode or "mig", replicas, partition)
-    return NodeFacts(facts.product, facts.mib, facts.memory_source, mode, replicas)
+        return CloudFacts(
+            facts.product, None, "no memory label", mode or "mig", replicas, partition
+        )
+    return CloudFacts(facts.product, facts.mib, facts.memory_source, mode, replicas)
 
 
-def _karpenter_facts(labels: Mapping[str, str], prefix: str) -> NodeFacts:
+def _karpenter_facts(labels: Mapping[str, str], prefix: str) -> CloudFacts:
     """The instance's GPU by Karpenter's (or EKS Auto Mode's) labels: the catalog value
     of the named GPU, unless the label's memory is smaller (it is EC2's figure)."""
     name = labels.get(prefix + "instance-gpu-name", "").lower()[:80]
@@ -225,19 +227,19 @@ def _karpenter_facts(labels: Mapping[str, str], prefix: str) -> NodeFacts:
     if key is not None and (mib is None or GPUS[key].mib <= mib):
         return _catalog(key, f"{prefix}instance-gpu-name={name}")
     if mib is not None:
-        return NodeFacts(name, mib, f"label {prefix}instance-gpu-memory")
-    return NodeFacts(name)
+        return CloudFacts(name, mib, f"label {prefix}instance-gpu-memory")
+    return CloudFacts(name)
 
 
-def _vgpu_facts(key: str, raw: str) -> NodeFacts:
+def _vgpu_facts(key: str, raw: str) -> CloudFacts:
     """A HAMi or Volcano register: the split count and the smallest device's memory."""
     devices = _register_devices(raw)
     if not devices:
-        return NodeFacts(mode="vgpu", memory_source=f"no memory in annotation {key}")
+        return CloudFacts(mode="vgpu", memory_source=f"no memory in annotation {key}")
     count = min(c for c, _, _ in devices)
     mib = min(m for _, m, _ in devices)
     product = devices[0][2]
-    return NodeFacts(product, mib or None, f"annotation {key}", "vgpu", max(count, 1))
+    return CloudFacts(product, mib or None, f"annotation {key}", "vgpu", max(count, 1))
 
 
 def _register_devices(raw: str) -> list[tuple[int, int, str]]:
