@@ -60,9 +60,7 @@ def socket_reads(params: SocketParams) -> Mapping[TargetKind, Reads]:
     return {"pod": Reads(env=frozenset({params.variable}))}
 
 
-def ranks(
-    workload: WorkloadView, *, context: Context, params: CheckParams
-) -> Iterator[Violation]:
+def ranks(workload: WorkloadView, *, context: Context, params: CheckParams) -> Iterator[Violation]:
     roles = ", ".join(f"{r.name or workload.kind}={r.replicas}" for r in workload.roles)
     user = (context.user or {}).get("username", "nobody")
     yield Violation(
