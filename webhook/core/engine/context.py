@@ -15,12 +15,20 @@ from webhook.core.engine.subject import Subject
 from webhook.core.supply.inventory import Inventory
 from webhook.core.supply.profiles import ClusterProfile
 
+_new = tuple.__new__
+
 
 # A NamedTuple rather than a frozen dataclass: one is made for every evaluation.
 class Context(NamedTuple):
     subject: Subject
     inventory: Inventory
     profile: ClusterProfile
+
+    @classmethod
+    def of(cls, subject: Subject, inventory: Inventory, profile: ClusterProfile) -> Context:
+        """The same as Context(subject, inventory, profile), made at a tuple's cost (the
+        generated __new__ is a Python call: ~100 ns of a request's evaluation)."""
+        return _new(cls, (subject, inventory, profile))
 
     @property
     def namespace(self) -> str:

@@ -11,7 +11,7 @@ same way for every shell.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, get_args
 
@@ -22,7 +22,7 @@ from webhook.core.kit.dicts import api_group
 from webhook.core.kit.paths import Path
 from webhook.core.kit.text import clip
 from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.targets import NamespaceView, Targets, targets_of
+from webhook.core.workloads.targets import NamespaceView, Target, Targets, targets_of
 from webhook.core.workloads.unjudged import shape_findings, unconfigured
 from webhook.errors import GpuAdmissionError
 
@@ -35,6 +35,7 @@ Outcome = Literal["allow", "warn", "deny", "skip", "error", "invalid"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 ERROR_TEXT_LIMIT = 200  # characters of an exception's text kept in Decision.error
 _NO_RULES: frozenset[str] = frozenset()
+_PODS = ("pod",)
 
 
 # Finding and Decision are NamedTuples rather than frozen dataclasses: every admission
@@ -133,29 +134,32 @@ def evaluate(
             obj,
             custom=policy_set.custom_kinds,
             tolerations_added=profile.extended_resource_toleration,
+            workload=policy_set.judges_workloads,
         )
         if targets is None:
             return _unconfigured(policy_set, subject)
         if targets.namespace is not None and not _read_namespace(policy_set, targets.namespace):
             return Decision(skipped="Namespace carries no label a policy reads")
-        findings = _unmatched(obj, targets)
+        findings = _unmatched(obj, targets) if targets.unmatched else []
     except GpuAdmissionError as exc:  # the object is the problem (too large to judge)
         return Decision(invalid=str(exc))
     except Exception as exc:  # a bug in reading pod specs: could not evaluate
         return Decision(error=f"reading the pod specs of {kind or '(no kind)'}: {_text(exc)}")
     # The offers as the cluster profile reads the nodes (the same snapshot when the
     # shell built it so, as serve and check do).
-    context = Context(subject, inventory.reading(profile.node_facts), profile)
+    context = Context.of(subject, inventory.reading(profile.node_facts), profile)
     errors: list[str] = []
     matched = False
     namespace = subject.namespace
-    for policy in policy_set.policies:
-        if not policy.matches_object(kind, namespace) or not _judges(policy, targets):
+    # The policies whose checks judge a kind of target the object makes, and take it.
+    for policy, kinds in policy_set.judging[targets.kinds]:
+        if not policy.matches_object(kind, namespace):
             continue
         matched = True
         start = len(findings)
         try:
-            _run_policy(policy, targets, context, stale, findings)
+            judged = targets.pods if kinds == _PODS else targets.among(kinds)
+            _run_policy(policy, judged, context, stale, findings)
         except Exception as exc:  # one broken check must not silence the others
             del findings[start:]  # a partial run says nothing reliable
             errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")
@@ -173,20 +177,6 @@ def _read_namespace(policy_set: PolicySet, namespace: NamespaceView) -> bool:
     return not reads.labels.isdisjoint(namespace.labels)
 
 
-def _judges(policy: Policy, targets: Targets) -> bool:
-    """The policy's check judges a kind of target the object makes (any count of it)."""
-    for kind in policy.targets:
-        if kind == "pod" or kind == "workload":
-            if targets.workload is not None:
-                return True
-        elif kind == "claim":
-            if targets.claim is not None:
-                return True
-        elif targets.namespace is not None:
-            return True
-    return False
-
-
 def _plain(policy_set: PolicySet, subject: Subject, pods: int) -> Decision:
     """The decision on a pod the pre-filter passed: judged with nothing found when some
     policy that judges pods takes its kind and namespace, else skipped."""
@@ -199,7 +189,7 @@ def _plain(policy_set: PolicySet, subject: Subject, pods: int) -> Decision:
 
 def _unmatched(obj: Mapping[str, Any], targets: Targets) -> list[Finding]:
     """A WorkloadKinds path that matched nothing: the pods it names go unjudged."""
-    missing = targets.workload.unmatched if targets.workload is not None else ()
+    missing = targets.unmatched
     if not missing:
         return []
     actions = {id(shape): rule.unmatched_action for rule, shape in missing}
@@ -226,7 +216,7 @@ def _unconfigured(policy_set: PolicySet, subject: Subject) -> Decision:
 
 def _run_policy(
     policy: Policy,
-    targets: Targets,
+    targets: Sequence[Target],
     context: Context,
     stale: Staleness | None,
     findings: list[Finding],
@@ -235,21 +225,20 @@ def _run_policy(
     prefix = policy.message_prefix
     stale_rules = policy.check.inventory_rules if stale is not None else _NO_RULES
     run, params = policy.check.run, policy.params
-    for kind in policy.targets:
-        for target in targets.of(kind):
-            if selector is not None and not selector.matches(target.labels):
-                continue
-            for v in run(target, context=context, params=params):
-                action = "warn" if v.advisory and policy.action == "deny" else policy.action
-                message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
-                finding = Finding(policy.name, v.rule, action, message, v.path)
-                if v.rule in stale_rules:
-                    assert stale is not None
-                    downgraded = _as_stale(finding, stale)
-                    if downgraded is None:
-                        continue
-                    finding = downgraded
-                findings.append(finding)
+    for target in targets:
+        if selector is not None and not selector.matches(target.labels):
+            continue
+        for v in run(target, context=context, params=params):
+            action = "warn" if v.advisory and policy.action == "deny" else policy.action
+            message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
+            finding = Finding(policy.name, v.rule, action, message, v.path)
+            if v.rule in stale_rules:
+                assert stale is not None
+                downgraded = _as_stale(finding, stale)
+                if downgraded is None:
+                    continue
+                finding = downgraded
+            findings.append(finding)
 
 
 def _text(exc: Exception) -> str:

@@ -19,7 +19,7 @@ from webhook.core.engine.reads import NOTHING, Reads, union
 from webhook.core.kit.text import glob_matcher
 from webhook.core.supply.profiles import GENERIC, ClusterProfile
 from webhook.core.workloads.shapes import KindShape
-from webhook.core.workloads.targets import TARGET_KINDS, TargetKind
+from webhook.core.workloads.targets import KIND_SETS, TARGET_KINDS, TargetKind
 
 API_VERSION = "gpu-admission.io/v1alpha1"
 _MAX_PLAIN = 4096
@@ -100,6 +100,7 @@ class Policy:
     # What the check judges and reads under these parameters (webhook.core.engine.reads).
     reads: Mapping[TargetKind, Reads] = field(init=False, repr=False, compare=False)
     targets: tuple[TargetKind, ...] = field(init=False, repr=False, compare=False)
+    judged: frozenset[TargetKind] = field(init=False, repr=False, compare=False)
     judges_pods: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -107,6 +108,7 @@ class Policy:
         reads = self.check.reads(self.params)
         object.__setattr__(self, "reads", reads)
         object.__setattr__(self, "targets", tuple(reads))
+        object.__setattr__(self, "judged", frozenset(reads))
         object.__setattr__(self, "judges_pods", "pod" in reads or "workload" in reads)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -138,8 +140,14 @@ class PolicySet:
     # kind of target, and the pre-filter of pods that hold none of it (None: none).
     reads: Mapping[TargetKind, Reads] = field(init=False, repr=False, compare=False)
     prefilter: Prefilter | None = field(init=False, repr=False, compare=False)
+    judges_workloads: bool = field(init=False, repr=False, compare=False)
     _reads_by_kinds: dict[frozenset[TargetKind], Reads] = field(
         init=False, repr=False, compare=False
+    )
+    # The policies whose checks judge one of the kinds of target an object makes (every
+    # object makes one of targets.KIND_SETS), each with the kinds it judges among them.
+    judging: Mapping[frozenset[TargetKind], tuple[tuple[Policy, tuple[TargetKind, ...]], ...]] = (
+        field(init=False, repr=False, compare=False)
     )
     # plain_skip by (kind, namespace): it reads nothing else, and an audit has few of them
     # (at most _MAX_PLAIN are kept, whatever it holds).
@@ -154,8 +162,18 @@ class PolicySet:
         object.__setattr__(self, "reads", reads)
         pods = union(reads.get(kind, NOTHING) for kind in ("pod", "workload"))
         object.__setattr__(self, "prefilter", Prefilter.of(pods))
+        object.__setattr__(self, "judges_workloads", "workload" in reads)
         object.__setattr__(self, "_reads_by_kinds", {})
         object.__setattr__(self, "_plain", {})
+        judging = {
+            kinds: tuple(
+                (p, tuple(k for k in p.targets if k in kinds))
+                for p in self.policies
+                if not p.judged.isdisjoint(kinds)
+            )
+            for kinds in KIND_SETS
+        }
+        object.__setattr__(self, "judging", judging)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The derived fields are computed again on load (the policy cache pickles sets).

@@ -23,10 +23,8 @@ from typing import Any
 
 from webhook.core.engine.reads import Reads
 from webhook.core.kit.dicts import api_group
-from webhook.core.workloads.kinds import BUILTIN_TEMPLATES
+from webhook.core.workloads.kinds import template_paths
 from webhook.core.workloads.pods import CONTAINER_FIELDS
-
-_POD = ("", "Pod")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +65,13 @@ class Prefilter:
         """How many pod specs `obj` holds when it is a Pod or a built-in controller whose
         pod specs hold no trigger; None when the engine must judge it."""
         kind = obj.get("kind")
-        if kind == "Pod" and obj.get("apiVersion") == "v1":  # nearly every object audited
+        api_version = obj.get("apiVersion")
+        if kind == "Pod" and api_version == "v1":  # nearly every object audited
             return 1 if self._pod(obj) else None
-        key = (api_group(obj.get("apiVersion")), kind if type(kind) is str else "")
-        if key == _POD:
-            return 1 if self._pod(obj) else None
-        paths = BUILTIN_TEMPLATES.get(key)
+        paths = template_paths(api_version, kind)
         if paths is None:
+            if kind == "Pod" and api_group(api_version) == "":  # another version of core
+                return 1 if self._pod(obj) else None
             return None
         pods = 0
         for path in paths:

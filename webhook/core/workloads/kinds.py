@@ -32,6 +32,26 @@ BUILTIN_TEMPLATES: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
     ("batch", "CronJob"): (("spec", "jobTemplate", "spec", "template"),),
     ("", "PodTemplate"): (("template",),),
 }
+_PATHS: dict[tuple[str, str], tuple[tuple[str, ...], ...] | None] = {}
+_PATHS_MAX = 256  # (apiVersion, kind) pairs remembered: a hostile input may name many
+
+
+def template_paths(api_version: object, kind: object) -> tuple[tuple[str, ...], ...] | None:
+    """BUILTIN_TEMPLATES of an object's apiVersion and kind, without parsing the group on
+    every call (every admission request and every audited object asks)."""
+    if type(api_version) is not str or type(kind) is not str:
+        return None
+    key = (api_version, kind)
+    try:
+        return _PATHS[key]
+    except KeyError:
+        group = api_version.split("/", 1)[0] if "/" in api_version else ""
+        found = BUILTIN_TEMPLATES.get((group, kind))
+        if len(_PATHS) < _PATHS_MAX:
+            _PATHS[key] = found
+        return found
+
+
 # Kinds whose `spec.replicas` counts their Pods, defaulted to 1 by the apiserver
 # (k8s.io/kubernetes pkg/apis/apps/v1/defaults.go SetDefaults_Deployment,
 # SetDefaults_ReplicaSet, SetDefaults_StatefulSet; pkg/apis/core/v1/defaults.go
@@ -89,18 +109,16 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
     return PodView(as_dict(obj.get("spec")), ("spec",), labels, annotations, ("metadata",))
 
 
-def builtin(obj: Mapping[str, Any], key: tuple[str, str]) -> WorkloadView | None:
-    """A core kind's roles; None when it holds no pod template."""
-    patterns = BUILTIN_TEMPLATES.get(key)
-    if patterns is None:
-        return None
+def builtin_pods(obj: Mapping[str, Any], patterns: tuple[tuple[str, ...], ...]) -> list[PodView]:
+    """A core kind's pod templates (BUILTIN_TEMPLATES[kind])."""
+    return [view for pattern in patterns for _, view in _templates_at(obj, pattern)]
+
+
+def builtin(obj: Mapping[str, Any], key: tuple[str, str], pods: list[PodView]) -> WorkloadView:
+    """A core kind's one role, from its pod templates."""
     replicas = _builtin_replicas(obj, key)
-    roles = tuple(
-        Role("", view, replicas, ())
-        for pattern in patterns
-        for _, view in _templates_at(obj, pattern)
-    )
-    return WorkloadView(obj, key[1], key[0], roles, [r.pod for r in roles])
+    roles = tuple(Role("", view, replicas, ()) for view in pods)
+    return WorkloadView(obj, key[1], key[0], roles, pods)
 
 
 def _builtin_replicas(obj: Mapping[str, Any], key: tuple[str, str]) -> int | None:

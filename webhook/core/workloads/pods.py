@@ -126,9 +126,11 @@ class PodView:
         """Kubernetes' effective request: max(any init step, sum of the running set)."""
         if self._effective is None:
             self._effective = effective_requests(
-                (role_of(a.container.field, a.container.spec), a.resource, a.amount)
-                for a in self.amounts
-                if a.amount is not None
+                [
+                    (role_of(a.container.field, a.container.spec), a.resource, a.amount)
+                    for a in self.amounts
+                    if a.amount is not None
+                ]
             )
         return self._effective
 

@@ -21,22 +21,27 @@ from webhook.core.workloads.kinds import (
     BUILTIN_TEMPLATES,
     WorkloadView,
     builtin,
+    builtin_pods,
     configured,
     pod_view,
+    template_paths,
 )
 from webhook.core.workloads.kinds import Role as Role  # re-exported: a part of a target
 from webhook.core.workloads.pods import PodView
-from webhook.core.workloads.shapes import KindShape
+from webhook.core.workloads.shapes import KindShape, PodShape
 
 TargetKind = Literal["pod", "workload", "claim", "namespace"]
 TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 # DRA claims (k8s.io/api resource/v1): what `claim` targets are made of.
 CLAIM_GROUP = "resource.k8s.io"
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
-_POD_KINDS: frozenset[TargetKind] = frozenset({"pod", "workload"})
-_CLAIM: frozenset[TargetKind] = frozenset({"claim"})
-_NAMESPACE: frozenset[TargetKind] = frozenset({"namespace"})
-_NONE: frozenset[TargetKind] = frozenset()
+# What an object makes, one of these: pod specs and their workload, a claim, a Namespace.
+POD_TARGETS: frozenset[TargetKind] = frozenset({"pod", "workload"})
+CLAIM_TARGETS: frozenset[TargetKind] = frozenset({"claim"})
+NAMESPACE_TARGETS: frozenset[TargetKind] = frozenset({"namespace"})
+NO_TARGETS: frozenset[TargetKind] = frozenset()
+KIND_SETS = (POD_TARGETS, CLAIM_TARGETS, NAMESPACE_TARGETS)
+_new = tuple.__new__
 
 
 class ClaimView(NamedTuple):
@@ -57,18 +62,37 @@ Target = PodView | WorkloadView | ClaimView | NamespaceView
 
 
 class Targets(NamedTuple):
-    """The targets of one object: pods and their workload, or a claim, or a Namespace."""
+    """The targets of one object: pods and their workload, or a claim, or a Namespace.
 
+    `kinds` are the kinds of target the object makes; the workload view of a Pod or a
+    core controller is built only when asked for (no shipped check judges workloads,
+    and every admission request would pay for it)."""
+
+    kinds: frozenset[TargetKind]
     pods: list[PodView]
     workload: WorkloadView | None = None
     claim: ClaimView | None = None
     namespace: NamespaceView | None = None
+    unmatched: tuple[tuple[KindShape, PodShape], ...] = ()  # configured paths that found nothing
 
     def of(self, kind: TargetKind) -> Sequence[Target]:
         if kind == "pod":
             return self.pods
-        found = {"workload": self.workload, "claim": self.claim, "namespace": self.namespace}[kind]
+        found: Target | None = (
+            self.workload
+            if kind == "workload"
+            else self.claim
+            if kind == "claim"
+            else self.namespace
+        )
         return () if found is None else (found,)
+
+    def among(self, kinds: Sequence[TargetKind]) -> list[Target]:
+        """The targets of these kinds, in this order."""
+        out: list[Target] = []
+        for kind in kinds:
+            out.extend(self.of(kind))
+        return out
 
 
 def target_kinds(
@@ -79,15 +103,15 @@ def target_kinds(
     kind = obj.get("kind")
     group = api_group(obj.get("apiVersion"))
     if group == "" and kind in ("Pod", "Namespace"):
-        return _POD_KINDS if kind == "Pod" else _NAMESPACE
+        return POD_TARGETS if kind == "Pod" else NAMESPACE_TARGETS
     if group == CLAIM_GROUP and kind in CLAIM_KINDS:
-        return _CLAIM
+        return CLAIM_TARGETS
     if (group, kind) in BUILTIN_TEMPLATES:
-        return _POD_KINDS
+        return POD_TARGETS
     for rule in custom:
         if rule.kind == kind and rule.group == group:
-            return _POD_KINDS
-    return _NONE
+            return POD_TARGETS
+    return NO_TARGETS
 
 
 def targets_of(
@@ -95,46 +119,61 @@ def targets_of(
     *,
     custom: Sequence[KindShape] = (),
     tolerations_added: bool = False,
+    workload: bool = True,
 ) -> Targets | None:
     """The targets of `obj`; None when its kind makes none (a Service, an unconfigured
     custom resource). `tolerations_added`: the cluster's ExtendedResourceToleration
-    plugin will add tolerations to its pods (webhook.core.supply.profiles)."""
+    plugin will add tolerations to its pods (webhook.core.supply.profiles).
+    `workload`: build the workload view of a Pod or a core controller too."""
     kind = obj.get("kind")
-    group = api_group(obj.get("apiVersion"))
-    if group == CLAIM_GROUP and kind in CLAIM_KINDS:
+    api_version = obj.get("apiVersion")
+    if kind == "Pod" and api_version == "v1":  # nearly every admission request: no parsing
+        return _pod_targets(obj, tolerations_added, workload)
+    patterns = template_paths(api_version, kind)
+    key = (api_group(api_version), kind if type(kind) is str else "")
+    if key == ("", "Pod"):
+        return _pod_targets(obj, tolerations_added, workload)
+    if patterns is not None:
+        pods = builtin_pods(obj, patterns)
+        if tolerations_added:
+            for view in pods:
+                view.tolerations_added = True
+        whole = builtin(obj, key, pods) if workload else None
+        return _new(Targets, (POD_TARGETS, pods, whole, None, None, ()))  # see _pod_targets
+    if key[0] == CLAIM_GROUP and key[1] in CLAIM_KINDS:
         labels = str_map(as_dict(obj.get("metadata")).get("labels"))
-        return Targets([], claim=ClaimView(obj, str(kind), labels))
-    if kind == "Namespace" and group == "":
+        return Targets(CLAIM_TARGETS, [], claim=ClaimView(obj, key[1], labels))
+    if key == ("", "Namespace"):
         meta = as_dict(obj.get("metadata"))
         name = meta.get("name")
         labels = str_map(meta.get("labels"))
-        return Targets([], namespace=NamespaceView(obj, name if type(name) is str else "", labels))
-    workload = workload_of(obj, custom=custom)
-    if workload is None:
-        return None
-    if tolerations_added:
-        for view in workload.pods:
-            view.tolerations_added = True
-    return Targets(workload.pods, workload)
+        view_ns = NamespaceView(obj, name if type(name) is str else "", labels)
+        return Targets(NAMESPACE_TARGETS, [], namespace=view_ns)
+    for rule in custom:
+        if rule.kind == key[1] and rule.group == key[0]:
+            found = configured(obj, rule)
+            if tolerations_added:
+                for view in found.pods:
+                    view.tolerations_added = True
+            return Targets(POD_TARGETS, found.pods, found, unmatched=found.unmatched)
+    return None
+
+
+def _pod_targets(obj: Mapping[str, Any], tolerations_added: bool, workload: bool) -> Targets:
+    view = pod_view(obj)
+    view.tolerations_added = tolerations_added
+    whole = WorkloadView(obj, "Pod", "", (Role("", view, 1, ()),), [view]) if workload else None
+    # Targets(POD_TARGETS, [view], whole) at a tuple's cost: every admitted Pod makes one.
+    return _new(Targets, (POD_TARGETS, [view], whole, None, None, ()))
 
 
 def workload_of(obj: Mapping[str, Any], *, custom: Sequence[KindShape] = ()) -> WorkloadView | None:
     """The workload view of a core or configured kind; None for any other kind."""
-    kind = obj.get("kind")
-    key = (api_group(obj.get("apiVersion")), kind if type(kind) is str else "")
-    if key == ("", "Pod"):
-        view = pod_view(obj)
-        return WorkloadView(obj, "Pod", "", (Role("", view, 1, ()),), [view])
-    found = builtin(obj, key)
-    if found is not None:
-        return found
-    for rule in custom:
-        if rule.kind == key[1] and rule.group == key[0]:
-            return configured(obj, rule)
-    return None
+    found = targets_of(obj, custom=custom)
+    return None if found is None else found.workload
 
 
 def pod_views(obj: Mapping[str, Any], *, custom: Sequence[KindShape] = ()) -> list[PodView] | None:
     """The pod specs of a workload object; None when the kind holds no pods."""
-    found = workload_of(obj, custom=custom)
-    return None if found is None else found.pods
+    found = targets_of(obj, custom=custom, workload=False)
+    return None if found is None or "pod" not in found.kinds else found.pods
