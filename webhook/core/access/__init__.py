@@ -1,0 +1,1 @@
+"""What a container can reach: its GPU requests and every other way in (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""Small pure pieces every layer of the core uses: paths, text, quantities, tolerations."""

@@ -1,0 +1,1 @@
+"""What the cluster offers: Nodes as offers, their indexes, cluster profiles, placement."""

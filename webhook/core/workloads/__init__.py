@@ -1,0 +1,1 @@
+"""What is judged: the targets of an object (pod specs, workload roles, claims, Namespaces)."""
