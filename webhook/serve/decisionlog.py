@@ -13,7 +13,6 @@ from typing import IO
 import orjson
 
 from webhook.core.engine.evaluation import Decision
-from webhook.core.kit.text import shown
 from webhook.core.workloads.identity import shown_name
 from webhook.serve.admission import AdmissionRequest
 from webhook.serve.state import State
@@ -108,7 +107,4 @@ def object_name(req: AdmissionRequest) -> str:
     """The object's name, else its generateName marked as a prefix (`train-*`: a Pod of a
     ReplicaSet has no name yet, and `train-` alone would read as a whole name)."""
     meta = req.obj.get("metadata") if req.obj is not None else None
-    if isinstance(meta, dict):
-        name = shown_name(meta)
-        return shown(name, 253) if len(name) > 253 else name
-    return ""
+    return shown_name(meta) if isinstance(meta, dict) else ""  # bounded and printable

@@ -1,1 +1,2 @@
-"""Dynamic Resource Allocation: the supply, CEL selectors, the devices a request can get (docs/dra.md)."""
+"""Dynamic Resource Allocation: the supply, CEL selectors, the devices a request can get
+(docs/dra.md)."""
