@@ -15,14 +15,20 @@ from webhook.checks import registry
 from webhook.core.engine.check import Check, CheckParams, ParamError
 from webhook.core.engine.policy import Action, Policy, PolicySet
 from webhook.core.supply.profiles import GENERIC, ClusterProfile, ProfileName, profile
-from webhook.core.workloads.shapes import ContainerShape, KindShape, PodShape
+from webhook.core.workloads.shapes import ContainerShape, Factor, KindShape, PodShape
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
 
 if TYPE_CHECKING:  # pydantic comes with these: imported where documents are validated
     from pydantic import TypeAdapter, ValidationError
 
-    from webhook.sources.policy_schema import ClusterProfileDocument, CustomKind
+    from webhook.sources.policy_schema import (
+        ClusterProfileDocument,
+        ContainersPath,
+        CustomKind,
+        PodSpecPath,
+        TemplatePath,
+    )
 
 TESTS_DIR = "tests"  # `gpu-admission test` suites and their Node lists: not policies
 
@@ -139,9 +145,7 @@ def _strictest(settings: list[Action | Literal["ignore"]]) -> Action | Literal["
 def kind_shape(c: CustomKind, *, source: str, action: Action) -> KindShape:
     """A WorkloadKinds entry as the core reads it: dotted paths split into steps."""
     pods = [
-        PodShape("template", _steps(t), optional=False)
-        if isinstance(t, str)
-        else PodShape("template", _steps(t.path), optional=t.optional)
+        PodShape("template", _steps(t.path), **_role(t), fallback=_opt_steps(t.fallback))
         for t in c.templates
     ]
     for p in c.podSpecs:
@@ -152,12 +156,27 @@ def kind_shape(c: CustomKind, *, source: str, action: Action) -> KindShape:
             for x in p.containers
         )
         labels = tuple(_steps(at) for at in p.labelsAt)
-        pods.append(PodShape("pod", _steps(p.path), containers, labels, optional=p.optional))
+        pods.append(PodShape("pod", _steps(p.path), containers, labels, **_role(p)))
     for k in c.containers:
         own = ContainerShape((), _steps(k.resources), _opt_steps(k.gpu))
         labels = tuple(_steps(at) for at in k.labelsAt)
-        pods.append(PodShape("containers", _steps(k.path), (own,), labels, optional=k.optional))
+        pods.append(PodShape("containers", _steps(k.path), (own,), labels, **_role(k)))
     return KindShape(c.group, c.kind, tuple(pods), source, action)
+
+
+def _role(p: TemplatePath | PodSpecPath | ContainersPath) -> dict[str, Any]:
+    """What a place says of its role: optional, its name, its Pod count's factors."""
+    factors = (
+        None
+        if p.replicas is None
+        else tuple(Factor(_opt_steps(f.path), f.default, f.less) for f in p.replicas)
+    )
+    return {
+        "optional": p.optional,
+        "role": p.role,
+        "role_at": _opt_steps(p.roleAt),
+        "replicas": factors,
+    }
 
 
 def _steps(dotted: str) -> tuple[str, ...]:

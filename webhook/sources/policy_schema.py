@@ -9,9 +9,11 @@ module, nor pydantic.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from webhook.core.engine.policy import Action, Match
 from webhook.core.supply.profiles import Mechanism, ProfileName
@@ -46,11 +48,81 @@ class PolicyDocument(_Strict):
 
 
 _DOTTED = r"^(\$\.)?[^.\s]+(\.[^.\s]+)*$|^\.$|^\$$"  # a.b.*.c; "." the match itself
+_KEYS = r"[^.\s*$][^.\s*]*(\.[^.\s*]+)*"  # a.b.c: one field, not a pattern (no "*")
 
 
-class TemplatePath(_Strict):
+def _one_field(dotted: str) -> str:
+    """From the role's holder (a.b), or from the object's root ($.a.b)."""
+    if re.fullmatch(r"(\$\.)?" + _KEYS, dotted) is None:
+        raise ValueError("give a dotted path to one field (a.b, or $.a.b from the root): no *")
+    return dotted
+
+
+def _from_root(dotted: str) -> str:
+    if re.fullmatch(_KEYS, dotted) is None:
+        raise ValueError("give a dotted path from the object's root (a.b): no *, no $.")
+    return dotted
+
+
+_FieldPath = Annotated[str, AfterValidator(_one_field)]
+_RootPath = Annotated[str, AfterValidator(_from_root)]
+_FACTOR = "a factor is a whole number, a dotted path to one field, or {path, default, less}"
+
+
+class ReplicaField(_Strict):
+    """A factor of a role's Pod count: the whole number at `path` (relative to the
+    role's holder; $. from the root), `default` when absent (the upstream default; null:
+    unknown), minus `less`. A plain number is a constant (`path` None), a plain string
+    the path of a factor with the default default."""
+
+    path: _FieldPath | None = None
+    default: StrictInt | None = Field(1, ge=0, description="the value when absent; null: unknown")
+    less: StrictInt = Field(0, ge=0, description="subtracted from the value (size - 1)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        # Read here rather than as a union, so a wrong factor is one error at its entry.
+        if type(data) is int:
+            if data < 0:
+                raise ValueError("a count is a whole number, 0 or more")
+            return {"default": data}
+        if isinstance(data, str):
+            return {"path": data}
+        if not isinstance(data, Mapping):
+            raise ValueError(_FACTOR)
+        if data.get("path") is None:
+            raise ValueError("give path (a constant factor is a plain number)")
+        return data
+
+
+class _PodPath(_Strict):
+    """Where one role's pods come from, with its name and Pod count."""
+
     path: str = Field(pattern=_DOTTED, description="dotted path; * is any key or item")
     optional: bool = Field(False, description="true: an object may lack it (no finding)")
+    role: str | None = Field(None, min_length=1, description="the role's name (head, leader)")
+    roleAt: _FieldPath | None = Field(None, description="a string naming the role")
+    replicas: list[ReplicaField] | None = Field(
+        None, max_length=8, description="factors whose product is the role's Pod count"
+    )
+
+    @model_validator(mode="after")
+    def _one_name(self) -> Self:
+        if self.role is not None and self.roleAt is not None:
+            raise ValueError("give role or roleAt, not both")
+        return self
+
+
+class TemplatePath(_PodPath):
+    """A PodTemplateSpec (metadata + spec) at `path`; a plain string is its path."""
+
+    fallback: _RootPath | None = Field(None, description="used when path matches nothing")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"path": data} if isinstance(data, str) else data
 
 
 class ContainerPath(_Strict):
@@ -59,7 +131,7 @@ class ContainerPath(_Strict):
     gpu: str | None = Field(None, pattern=_DOTTED, description="a {name, quantity} field")
 
 
-class PodSpecPath(TemplatePath):
+class PodSpecPath(_PodPath):
     """A pod spec held inline (nodeSelector, tolerations, containers... at `path`)."""
 
     containers: list[ContainerPath | str] = []
@@ -68,7 +140,7 @@ class PodSpecPath(TemplatePath):
     )
 
 
-class ContainersPath(TemplatePath):
+class ContainersPath(_PodPath):
     """Container-shaped mappings (or lists of them) with no pod spec of their own."""
 
     resources: str = Field("resources", pattern=_DOTTED)
@@ -79,7 +151,7 @@ class ContainersPath(TemplatePath):
 class CustomKind(_Strict):
     group: str
     kind: str
-    templates: list[TemplatePath | str] = Field(
+    templates: list[TemplatePath] = Field(
         default=[], description="PodTemplateSpecs (metadata + spec)"
     )
     podSpecs: list[PodSpecPath] = []

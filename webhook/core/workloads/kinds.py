@@ -17,8 +17,17 @@ from typing import Any, NamedTuple
 
 from webhook.core.kit.dicts import as_dict, str_map
 from webhook.core.kit.paths import Path
+from webhook.core.kit.text import brief
 from webhook.core.workloads.pods import CONTAINER_FIELDS, ContainerRef, PodView
-from webhook.core.workloads.shapes import ROOT, ContainerShape, KindShape, PodShape, walk
+from webhook.core.workloads.shapes import (
+    ROOT,
+    ContainerShape,
+    Factor,
+    KindShape,
+    Pattern,
+    PodShape,
+    walk,
+)
 
 # Where core kinds keep their pod template (a PodTemplateSpec: metadata + spec).
 # Keyed by (API group, kind); custom resources come from the WorkloadKinds config.
@@ -153,48 +162,119 @@ def count(value: object, default: int | None) -> int | None:
 
 
 def configured(obj: Mapping[str, Any], rule: KindShape) -> WorkloadView:
-    """A custom kind's roles, as its WorkloadKinds entry places them."""
+    """A custom kind's roles, as its WorkloadKinds entry places them. Roles made from one
+    template (a LeaderWorkerSet's leader from its worker template) share its PodView, and
+    `pods` holds it once: a pod check judges each template once, whatever its roles."""
     roles: list[Role] = []
     unmatched: list[tuple[KindShape, PodShape]] = []
+    templates: dict[Path, PodView] = {}
     for shape in rule.pods:
-        matches = walk(obj, shape.path)
+        pattern, matches = shape.path, walk(obj, shape.path)
+        if shape.fallback is not None and not any(isinstance(v, Mapping) for _, v in matches):
+            pattern, matches = shape.fallback, walk(obj, shape.fallback)
         if not matches and not shape.optional:
             unmatched.append((rule, shape))
         for path, value in matches:
             if isinstance(value, Mapping):
-                name, replicas, holder = role_of(obj, shape, path)
-                roles += [Role(name, v, replicas, holder) for v in _shaped(obj, shape, path, value)]
-    pods = [r.pod for r in roles]
+                name, replicas, holder = role_of(obj, shape, path, pattern=pattern)
+                views = _shaped(obj, shape, path, value, templates)
+                roles += [Role(name, v, replicas, holder) for v in views]
+    pods = list({id(r.pod): r.pod for r in roles}.values())
     return WorkloadView(obj, rule.kind, rule.group, tuple(roles), pods, tuple(unmatched), rule)
 
 
-def role_of(obj: Mapping[str, Any], shape: PodShape, path: Path) -> tuple[str, int | None, Path]:
+def role_of(
+    obj: Mapping[str, Any], shape: PodShape, path: Path, *, pattern: Pattern | None = None
+) -> tuple[str, int | None, Path]:
     """The role a template matched at `path` stands for: its name, replica count and
-    holder. The holder is what the pattern's last "*" matched (a PyTorchJob's
+    holder. `pattern` is what matched: the shape's path (the default) or its fallback,
+    whose holder then holds the fields `role_at` and `replicas` name.
+
+    The holder is what the pattern's last "*" matched (a PyTorchJob's
     `spec.pytorchReplicaSpecs.Worker`, a JobSet's `spec.replicatedJobs[0]`), else the
-    object; the name is that "*"'s key, else the last step of the path that names it."""
-    stars = [i for i, step in enumerate(shape.path) if step == "*"]
+    object. The name is the shape's `role`, else the string at its `role_at`, else that
+    "*"'s key, else the last step of the shape's path that names it. The count is the
+    product of the shape's `replicas` factors: None (unknown) without any, or when one
+    is unknown."""
+    pattern = shape.path if pattern is None else pattern
+    stars = [i for i, step in enumerate(pattern) if step == "*"]
     holder: Path = path[: stars[-1] + 1] if stars else ()
-    return _default_name(path, stars), None, holder
+    held = _value_at(obj, holder)
+    if shape.role is not None:
+        return shape.role, _replicas(obj, held, shape.replicas), holder
+    named = _get_from(obj, held, shape.role_at) if shape.role_at is not None else None
+    if not (isinstance(named, str) and named):  # absent or not a name: as if not configured
+        # found through the fallback, the role is still the one its own path names
+        named = (
+            _default_name(path, stars) if pattern == shape.path else _default_name(shape.path, [])
+        )
+    return named, _replicas(obj, held, shape.replicas), holder
 
 
-def _default_name(path: Path, stars: list[int]) -> str:
+def _default_name(path: Path | Pattern, stars: list[int]) -> str:
     if stars:
         step = path[stars[-1]]
         if isinstance(step, str):
             return step
         before = path[stars[-1] - 1] if stars[-1] > 0 else ""
         return f"{before}[{step}]"
-    named = [s for s in path if isinstance(s, str) and s not in ("template", "spec")]
+    named = [s for s in path if isinstance(s, str) and s not in ("template", "spec", "*")]
     return named[-1] if named else ""
 
 
+def _replicas(
+    obj: Mapping[str, Any], held: object, factors: tuple[Factor, ...] | None
+) -> int | None:
+    """The product of the factors, each read as `count` reads a replica count: a value
+    that is not a whole number at least 0 (nor at least `less`) makes it unknown."""
+    if factors is None:
+        return None
+    total = 1
+    for factor in factors:
+        value = factor.default
+        if factor.path is not None:
+            value = count(_get_from(obj, held, factor.path), factor.default)
+        if value is None or value < factor.less:
+            return None
+        total *= value - factor.less
+    return total
+
+
+def _get_from(obj: Mapping[str, Any], held: object, steps: Pattern) -> object:
+    """The value at `steps` (plain keys, no "*"): from the holder, or after "$" the root."""
+    if steps[:1] == (ROOT,):
+        return _get(obj, steps[1:])
+    return _get(as_dict(held), steps)
+
+
+def _value_at(obj: Mapping[str, Any], path: Path) -> object:
+    """The value at a path `walk` found: list indexes are ints, map keys strings."""
+    node: object = obj
+    for step in path:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and 0 <= step < len(node) else None
+            continue
+        found = as_dict(node).get(step)
+        if found is None and isinstance(node, Mapping):
+            # walk names a YAML key that is no string (1, true) as kubectl would send it
+            odd = (v for k, v in node.items() if type(k) is not str and brief(k) == step)
+            found = next(odd, None)
+        node = found
+    return node
+
+
 def _shaped(
-    obj: Mapping[str, Any], shape: PodShape, path: Path, value: Mapping[str, Any]
+    obj: Mapping[str, Any],
+    shape: PodShape,
+    path: Path,
+    value: Mapping[str, Any],
+    templates: dict[Path, PodView],
 ) -> Iterator[PodView]:
     if shape.form == "template":
-        for _, view in _templates_at(obj, (), at=(path, value)):
-            yield view
+        # one view per template, however many roles it makes (a fallback's, its own)
+        if path not in templates:
+            templates[path] = next(view for _, view in _templates_at(obj, (), at=(path, value)))
+        yield templates[path]
         return
     holders = [_holder(obj, path, value, at) for at in shape.labels] or [((*path,), {})]
     labels: dict[str, str] = {}

@@ -8,6 +8,11 @@ predictor), and containers of their own shape (NIMService's `spec`, Spark's
 
 Paths are patterns of steps ("*" is any map key or list item). Label paths are relative
 to the match unless they start with "$" (the object's root).
+
+Each place is a role (webhook.core.workloads.kinds.Role) with a name and a Pod count the
+entry may give as data: a literal name or a field naming it, and the count as a product
+of factors read from the object (a PyTorchJob's `replicas`, a LeaderWorkerSet's
+`replicas` x (`size` - 1)), each with the default its upstream API gives when absent.
 """
 
 from __future__ import annotations
@@ -39,6 +44,18 @@ class ContainerShape:
 
 
 @dataclass(frozen=True, slots=True)
+class Factor:
+    """One factor of a role's Pod count. Without a `path`, the constant `default`; else
+    the whole number at `path` (relative to the role's holder, from the object's root
+    when it starts with "$"), `default` when the field is absent (None: unknown), minus
+    `less` (a LeaderWorkerSet's group holds `size - 1` workers)."""
+
+    path: Pattern | None = None
+    default: int | None = 1
+    less: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class PodShape:
     """One place pods come from: `form` says what sits at `path`.
 
@@ -50,6 +67,12 @@ class PodShape:
     containers: tuple[ContainerShape, ...] = ()
     labels: tuple[Pattern, ...] = ()  # mappings holding labels and annotations, merged
     optional: bool = False  # a required path that matches nothing is a finding
+    role: str | None = None  # the role's name, as the kind's API names it ("head")
+    role_at: Pattern | None = None  # else a string field naming it (a JobSet's `name`)
+    replicas: tuple[Factor, ...] | None = None  # Pods = their product; None: unknown
+    # templates: a PodTemplateSpec that serves this role when `path` matches nothing (a
+    # LeaderWorkerSet without leaderTemplate makes its leader from workerTemplate).
+    fallback: Pattern | None = None
 
 
 @dataclass(frozen=True, slots=True)
