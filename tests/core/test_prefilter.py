@@ -55,8 +55,8 @@ def agrees(obj: Any) -> bool:
         return False
     subject = subject_of(obj)
     for inventory in inventories():
-        filtered = evaluate(policy_set, subject, inventory)
-        decision = evaluate(policy_set, subject, inventory, prefilter=False)
+        filtered = evaluate(policy_set, subject, inventory, prefilter=True)
+        decision = evaluate(policy_set, subject, inventory)
         assert decision.invalid is None, f"passed, but the engine refuses it: {decision.invalid}"
         assert decision.error is None, decision.error
         assert decision.findings == (), decision.findings

@@ -103,7 +103,7 @@ def test_what_a_check_declares_is_what_the_prefilter_lets_through() -> None:
     loaded = with_checks(policy(SOCKETS, SocketParams()))
     assert loaded.prefilter is not None
     assert loaded.prefilter.plain_pods(SOCKET_POD) is None  # its trigger: the engine judges
-    decision = evaluate(loaded, subject_of(SOCKET_POD), INVENTORY)
+    decision = evaluate(loaded, subject_of(SOCKET_POD), INVENTORY, prefilter=True)
     assert [(f.policy, f.rule, f.path) for f in decision.findings] == [
         ("nccl-sockets", "sockets", ("spec", "containers", 0, "env", 0))
     ]
@@ -124,7 +124,7 @@ def test_a_check_of_workloads_sees_roles_and_replicas() -> None:
     ranked = [f.message for f in decision.findings if f.policy == "ranks"]
     assert ranked == ["Deployment serve asked by nobody: Deployment=4"]
     # A Pod without a GPU is not one it reads: plain, and judged by nobody else either.
-    assert evaluate(loaded, subject_of(pod(name="cpu")), INVENTORY).findings == ()
+    assert evaluate(loaded, subject_of(pod(name="cpu")), INVENTORY, prefilter=True).findings == ()
 
 
 def test_the_cache_keys_on_what_the_checks_read() -> None:

@@ -120,7 +120,7 @@ class Auditor:
     inventory: Inventory
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    # False: every object goes to the engine (tests compare the two; core.prefilter)
+    # False: every object goes through the checks (tests compare the two; engine.prefilter)
     prefilter: bool = True
     _objects: int = 0
     _evaluated: int = 0

@@ -192,7 +192,7 @@ def check_object(item: Placed, run: CheckRun, policy_set: PolicySet, inventory: 
         run.skipped["without apiVersion/kind"] += 1
         return
     subject = subject_of(obj)
-    decision = evaluate(policy_set, subject, inventory)
+    decision = evaluate(policy_set, subject, inventory, prefilter=True)  # most hold no GPU
     trouble = problem(decision, subject)
     if trouble is not None:  # invalid input, or a bug in a check: exit 2, the rest goes on
         line = item.line_of(()) if decision.invalid is not None else item.document_line

@@ -115,7 +115,8 @@ def _diff_one(
 ) -> ObjectDiff | bool:
     """The object's diff; True if it is unchanged; False if neither set judged it."""
     subject = subject_of(obj)
-    before, after = evaluate(base, subject, inv), evaluate(head, subject, inv)
+    before = evaluate(base, subject, inv, prefilter=True)  # a corpus: most hold no GPU
+    after = evaluate(head, subject, inv, prefilter=True)
     for which, decision in (("base", before), ("head", after)):
         trouble = problem(decision, subject)
         if trouble is not None:
