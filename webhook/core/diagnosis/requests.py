@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
 from webhook.core.diagnosis.units import CPU, MEMORY, PODS, amount
-from webhook.core.workloads.requests import ContainerRole, effective_requests, role_of
+from webhook.core.workloads.requests import ContainerRole, container_role, effective_requests
 
 Want = dict[str, int]
 _POD_LEVEL = (CPU, MEMORY)
@@ -42,7 +42,7 @@ def _asks(spec: Mapping[str, Any]) -> Iterator[tuple[ContainerRole, str, int]]:
     # The order of the rule: regular containers, then the init containers in their own.
     for field in ("containers", "initContainers"):
         for container in _items(spec.get(field)):
-            role = role_of(field, container)
+            role = container_role(field, container)
             for resource, value in container_requests(container).items():
                 yield role, resource, value
 

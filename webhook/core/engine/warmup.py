@@ -16,10 +16,12 @@ from webhook.core.dra.match import claim_cached
 from webhook.core.dra.model import parse_claim
 from webhook.core.engine.policy import PolicySet
 from webhook.core.supply.inventory import Inventory
-from webhook.core.workloads.targets import target_kinds
+from webhook.core.workloads.targets import CLAIM_KINDS, target_kinds
 
 
 def cold_supply(policy_set: PolicySet, obj: Mapping[str, Any], inventory: Inventory) -> bool:
+    if obj.get("kind") not in CLAIM_KINDS:  # every other request: one lookup
+        return False
     kinds = target_kinds(obj, custom=policy_set.custom_kinds)
     if "claim" not in kinds or not policy_set.reads_of(kinds).dra_supply:
         return False

@@ -14,7 +14,7 @@ from webhook.core.kit.dicts import as_dict
 from webhook.core.kit.paths import Path, format_path
 from webhook.core.kit.quantity import MAX_VALUE, quantity_or_none
 from webhook.core.kit.text import shown
-from webhook.core.workloads.requests import Count, effective_requests, role_of
+from webhook.core.workloads.requests import Count, container_role, effective_requests
 from webhook.core.workloads.shapes import MAX_FAN_OUT as MAX_FAN_OUT  # re-exported
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
@@ -127,7 +127,7 @@ class PodView:
         if self._effective is None:
             self._effective = effective_requests(
                 [
-                    (role_of(a.container.field, a.container.spec), a.resource, a.amount)
+                    (container_role(a.container.field, a.container.spec), a.resource, a.amount)
                     for a in self.amounts
                     if a.amount is not None
                 ]

@@ -25,7 +25,7 @@ Count = int | Fraction  # whole in practice; exact when not
 ContainerRole = Literal["container", "init", "sidecar", "ephemeral"]
 
 
-def role_of(field: str, container: Mapping[str, Any]) -> ContainerRole:
+def container_role(field: str, container: Mapping[str, Any]) -> ContainerRole:
     """What a container of the pod spec's list `field` is to the rule above."""
     if field == "initContainers":
         return "sidecar" if container.get("restartPolicy") == "Always" else "init"

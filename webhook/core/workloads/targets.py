@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple, get_args
 
 from webhook.core.kit.dicts import api_group, as_dict, str_map
+from webhook.core.workloads.kinds import Role as Role  # re-exported: a part of a target
 from webhook.core.workloads.kinds import (
-    BUILTIN_TEMPLATES,
     WorkloadView,
     builtin,
     builtin_pods,
@@ -26,7 +26,6 @@ from webhook.core.workloads.kinds import (
     pod_view,
     template_paths,
 )
-from webhook.core.workloads.kinds import Role as Role  # re-exported: a part of a target
 from webhook.core.workloads.pods import PodView
 from webhook.core.workloads.shapes import KindShape, PodShape
 
@@ -101,13 +100,16 @@ def target_kinds(
     """The kinds of target `obj` makes, without building them (what a cache key or a
     filter needs to know of it)."""
     kind = obj.get("kind")
-    group = api_group(obj.get("apiVersion"))
+    api_version = obj.get("apiVersion")
+    if kind == "Pod" and api_version == "v1":  # nearly every admission request
+        return POD_TARGETS
+    if template_paths(api_version, kind) is not None:
+        return POD_TARGETS
+    group = api_group(api_version)
     if group == "" and kind in ("Pod", "Namespace"):
         return POD_TARGETS if kind == "Pod" else NAMESPACE_TARGETS
     if group == CLAIM_GROUP and kind in CLAIM_KINDS:
         return CLAIM_TARGETS
-    if (group, kind) in BUILTIN_TEMPLATES:
-        return POD_TARGETS
     for rule in custom:
         if rule.kind == kind and rule.group == group:
             return POD_TARGETS
