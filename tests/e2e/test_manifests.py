@@ -7,6 +7,7 @@ import functools
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ import yaml
 
 from tests.support.paths import ROOT
 from webhook.cli.certs import certs as certs_command
+from webhook.core.workloads.targets import POD_TARGETS
+from webhook.kube.match_conditions import entry_conditions
+from webhook.sources.policy_files import load_policy_dir
 
 KUSTOMIZATIONS = [
     "manifests/base",
@@ -284,7 +288,7 @@ def test_webhook_rules(webhooks: list[Obj]) -> None:
         for op in rule["operations"]
     }
     cu = ("CREATE", "UPDATE")
-    expected = {("pods.gpu-admission.io", "", "pods", "CREATE")}
+    expected = {("pods.gpu-admission.io", "", "pods", op) for op in cu}
     expected |= {("pods.gpu-admission.io", "", "pods/ephemeralcontainers", "UPDATE")}
     workloads = [("apps", r) for r in ("deployments", "replicasets", "statefulsets", "daemonsets")]
     workloads += [("", "replicationcontrollers"), ("batch", "jobs")]
@@ -321,50 +325,25 @@ def test_webhook_rules(webhooks: list[Obj]) -> None:
     assert covered == expected
 
 
-# Where each entry's expression reads the pod spec and its metadata.
-SPEC_PATHS = {
-    "pods.gpu-admission.io": ("object.?spec", "object.?metadata"),
-    "workloads.gpu-admission.io": (
-        "object.?spec.?template.?spec",
-        "object.?spec.?template.?metadata",
-    ),
-    "podtemplates.gpu-admission.io": ("object.?template.?spec", "object.?template.?metadata"),
-    "cronjobs.gpu-admission.io": (
-        "object.?spec.?jobTemplate.?spec.?template.?spec",
-        "object.?spec.?jobTemplate.?spec.?template.?metadata",
-    ),
-}
-
-
-def test_match_conditions_are_one_expression_at_each_kinds_path(webhooks: list[Obj]) -> None:
-    """The expressions differ only in where they look, so they cannot drift apart."""
-    generic = set()
+def test_match_conditions_are_the_ones_the_shipped_checks_declare(webhooks: list[Obj]) -> None:
+    """Generated, not written: each entry carries what `gpu-admission match-conditions`
+    derives from the shipped policies (scripts/sync-manifest-policies writes them), and
+    the entries without conditions are those that send everything."""
+    policy_set = load_policy_dir(ROOT / "policies")
+    expected = entry_conditions(policy_set.reads_of(POD_TARGETS), policy_set.reads.get("namespace"))
     for webhook in webhooks:
-        if webhook["name"] == "namespaces.gpu-admission.io":
-            continue  # its own condition (test_namespaces_are_sent_only_setting_the_label)
-        if webhook["name"] not in SPEC_PATHS:
-            assert "matchConditions" not in webhook  # custom resources: all sent
-            continue
-        [condition] = webhook["matchConditions"]
-        assert condition["name"] == "could-violate-a-gpu-policy"
-        spec, meta = SPEC_PATHS[webhook["name"]]
-        expression = condition["expression"]
-        # containers, initContainers, ephemeralContainers, volumes, resourceClaims
-        assert expression.count(spec + ".?") == 5 and expression.count(meta + ".?") == 1
-        generic.add(expression.replace(spec + ".?", "SPEC.?").replace(meta + ".?", "META.?"))
-    assert len(generic) == 1
-    assert "SPEC.?resourceClaims.orValue([]).size() > 0 ||" in generic.pop()
+        conditions = webhook.get("matchConditions", [])
+        assert conditions == expected.get(webhook["name"], []), webhook["name"]
+    names = {w["name"] for w in webhooks}
+    assert set(expected) <= names
 
 
-def test_namespaces_are_sent_only_setting_the_admin_access_label(webhooks: list[Obj]) -> None:
-    [entry] = [w for w in webhooks if w["name"] == "namespaces.gpu-admission.io"]
-    [condition] = entry["matchConditions"]
-    assert condition["name"] == "sets-dra-admin-access"
-    label = "labels[?'resource.kubernetes.io/admin-access'].orValue('')"
-    assert condition["expression"] == (
-        f"object.metadata.?{label} == 'true' && (request.operation == 'CREATE' || "
-        f"oldObject.metadata.?{label} != 'true')"
-    )
+def test_the_chart_helper_is_the_generated_one() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "webhook", "match-conditions", "--policies", "policies", "--format", "chart"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert (ROOT / "charts/gpu-admission/templates/_matchconditions.tpl").read_text() == run.stdout
 
 
 def test_dra_claims_are_sent_in_every_version_they_are_served(webhooks: list[Obj]) -> None:

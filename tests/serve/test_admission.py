@@ -152,6 +152,27 @@ def test_ephemeral_container_update_judges_only_what_it_adds(client: TestClient)
             assert "[gpu-device-injection/visible-devices-env]" in out["status"]["message"]
 
 
+def test_pod_update_judges_only_what_it_adds(client: TestClient):
+    # `kubectl annotate` on a running Pod: a CDI or NRI device annotation is read by the
+    # node plugin at the next sandbox, so it is judged now; a label added to a Pod that
+    # predates a policy is not a reason to refuse it.
+    running = pod(labels={}, limits={"nvidia.com/gpu": 1})
+    labelled = {**running, "metadata": {**running["metadata"], "labels": {"team": "a"}}}
+    cdi = {
+        **running,
+        "metadata": {**running["metadata"], "annotations": {"cdi.k8s.io/x": "nvidia.com/gpu=all"}},
+    }
+    for new, allowed in ((labelled, True), (cdi, False)):
+        out = post(client, review(new, operation="UPDATE", old=running)).json()["response"]
+        assert out["allowed"] is allowed, out
+    out = post(client, review(cdi, operation="UPDATE", old=running)).json()["response"]
+    assert "[gpu-device-injection/cdi-annotation]" in out["status"]["message"]
+    # The same annotation on both sides is what was admitted before: not judged again.
+    assert post(client, review(cdi, operation="UPDATE", old=cdi)).json()["response"]["allowed"]
+    status = review(cdi, operation="UPDATE", old=running, sub_resource="status")
+    assert post(client, status).json()["response"]["allowed"]
+
+
 def test_dry_run_requests_are_judged_the_same(client: TestClient):
     r = review(pod(container={"securityContext": {"privileged": True}}))
     r["request"]["dryRun"] = True

@@ -122,6 +122,7 @@ _COMMANDS = {
     "certs": "webhook.cli.certs:certs",
     "diagnose": "webhook.cli.diagnose:diagnose",
     "diff": "webhook.cli.diff:diff",
+    "match-conditions": "webhook.cli.match_conditions:match_conditions",
     "serve": "webhook.cli.serve:serve",
     "test": "webhook.cli.test:test_command",
 }

@@ -125,8 +125,8 @@ def judge(
     if request.operation not in ("CREATE", "UPDATE") or request.obj is None:
         return Decision(skipped=f"{request.operation} is not judged")
     if request.kind == "Pod" and request.operation == "UPDATE":
-        if request.sub_resource != "ephemeralcontainers":
-            return Decision(skipped="Pod updates other than ephemeral containers are not judged")
+        if request.sub_resource not in ("", "ephemeralcontainers"):
+            return Decision(skipped=f"Pod {request.sub_resource} updates are not judged")
         decision = _new_findings_only(request, policy_set, inventory, stale, evaluator)
     else:
         decision = evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)
@@ -158,7 +158,8 @@ def _new_findings_only(
     stale: Staleness | None,
     evaluator: Evaluator,
 ) -> Decision:
-    # `kubectl debug` adds ephemeral containers to a running Pod: judge what it adds, not
+    # `kubectl debug` adds ephemeral containers to a running Pod, and `kubectl annotate`
+    # adds annotations a node plugin reads at the next sandbox: judge what it adds, not
     # the Pod that was admitted long ago under perhaps other policies.
     assert request.obj is not None
     new = evaluator(policy_set, _subject(request, request.obj), inventory, stale=stale)

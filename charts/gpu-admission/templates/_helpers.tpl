@@ -120,32 +120,8 @@ The caBundle the webhook configuration carries, base64, or "" to leave the field
 The filter every core webhook entry carries, at one kind's pod spec and metadata paths:
 one expression, so that the entries cannot drift apart (docs/deploy.md explains it).
 */}}
-{{- define "gpu-admission.matchConditions" -}}
-- name: could-violate-a-gpu-policy
-  expression: |
-    [
-      {{ .spec }}.?containers.orValue([]),
-      {{ .spec }}.?initContainers.orValue([]),
-      {{ .spec }}.?ephemeralContainers.orValue([])
-    ].exists(cs, cs != null && cs.exists(c,
-      c.?resources.?limits.orValue({}).exists(r,
-        r.startsWith('nvidia.com/') || r.startsWith('amd.com/') || r.startsWith('gpu.intel.com/')) ||
-      c.?resources.?requests.orValue({}).exists(r,
-        r.startsWith('nvidia.com/') || r.startsWith('amd.com/') || r.startsWith('gpu.intel.com/')) ||
-      c.?env.orValue([]).exists(e, e.?name.orValue('') in [
-        'NVIDIA_VISIBLE_DEVICES', 'NVIDIA_MIG_CONFIG_DEVICES',
-        'NVIDIA_MIG_MONITOR_DEVICES', 'NVIDIA_IMEX_CHANNELS']) ||
-      c.?envFrom.orValue([]).size() > 0 ||
-      c.?securityContext.?privileged.orValue(false) == true ||
-      c.?volumeMounts.orValue([]).exists(m,
-        m.?mountPath.orValue('').contains('nvidia-container-devices'))
-    )) ||
-    {{ .spec }}.?volumes.orValue([]).exists(v, has(v.hostPath)) ||
-    {{ .spec }}.?resourceClaims.orValue([]).size() > 0 ||
-    {{ .meta }}.?annotations.orValue({}).exists(k,
-      k.startsWith('cdi.k8s.io') || k.startsWith('nvidia.cdi.k8s.io') ||
-      k.startsWith('cdi-devices.') || k.startsWith('devices.') || k.startsWith('mounts.'))
-{{- end }}
+{{- /* gpu-admission.matchConditions, .podUpdateCondition and .namespaceConditions are
+generated into _matchconditions.tpl (scripts/sync-manifest-policies). */ -}}
 
 {{/* The fields every webhook entry shares. */}}
 {{- define "gpu-admission.webhookCommon" -}}
