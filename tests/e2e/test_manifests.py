@@ -340,7 +340,8 @@ def test_match_conditions_are_the_ones_the_shipped_checks_declare(webhooks: list
 
 def test_the_chart_helper_is_the_generated_one() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "webhook", "match-conditions", "--policies", "policies", "--format", "chart"],
+        [sys.executable, "-m", "webhook", "match-conditions", "--policies", "policies",
+         "--format", "chart"],
         cwd=ROOT, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert (ROOT / "charts/gpu-admission/templates/_matchconditions.tpl").read_text() == run.stdout

@@ -148,6 +148,11 @@ namespaceSelector:
         {{- range concat (list "kube-system" .Release.Namespace) .Values.webhook.excludedNamespaces | uniq }}
         - {{ . }}
         {{- end }}
+    {{- if .Values.webhook.exemptLabel.enabled }}
+    - key: {{ .Values.webhook.exemptLabel.key }}
+      operator: NotIn
+      values: ["true"]
+    {{- end }}
 {{- end }}
 
 {{/*
