@@ -406,18 +406,20 @@ def test_first_install_patches_webhook_then_applies_secret(
     assert [(m, p.split("?")[0], t) for m, p, t, _ in fake.requests] == [
         ("GET", SECRETS + "gpu-admission-tls", ""),
         ("GET", VWCS + "gpu-admission", ""),
+        # the optional mutating entry's configuration: absent here (404), so not patched
+        ("GET", VWCS.replace("validating", "mutating") + "gpu-admission", ""),
         ("PATCH", VWCS + "gpu-admission", "application/json-patch+json"),
         ("PATCH", SECRETS + "gpu-admission-tls", "application/apply-patch+yaml"),
     ]
-    ops = fake.requests[2][3]
+    ops = fake.requests[3][3]
     assert [(o["op"], o["path"]) for o in ops] == [
         ("test", "/webhooks/0/name"),
         ("add", "/webhooks/0/clientConfig/caBundle"),
         ("test", "/webhooks/1/name"),
         ("add", "/webhooks/1/clientConfig/caBundle"),
     ]
-    assert "fieldManager=gpu-admission-certs" in fake.requests[3][1]
-    assert "force=true" in fake.requests[3][1]
+    assert "fieldManager=gpu-admission-certs" in fake.requests[4][1]
+    assert "force=true" in fake.requests[4][1]
     secret = fake.secrets["gpu-admission-tls"]
     assert secret["type"] == "kubernetes.io/tls"
     assert sorted(secret["data"]) == ["ca.crt", "tls.crt", "tls.key"]

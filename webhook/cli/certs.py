@@ -93,7 +93,8 @@ class Issued:
 @click.option(
     "--patch-webhook",
     metavar="NAME",
-    help="Set the caBundle of every webhook in this ValidatingWebhookConfiguration.",
+    help="Set the caBundle of every webhook in this ValidatingWebhookConfiguration (and "
+    "in the MutatingWebhookConfiguration of that name, if there is one).",
 )
 @click.option(
     "--renew-before-days",
@@ -263,23 +264,49 @@ def apply_tls_secret(api: k8s.ApiClient, *, name: str, namespace: str, issued: I
 def patch_ca_bundle(
     api: k8s.ApiClient, *, name: str, ca: bytes, now: datetime.datetime | None = None
 ) -> bytes:
-    """Point every webhook of the configuration at ``ca`` (plus the still-valid CAs it
-    already trusted); return the bundle set."""
+    """Point every webhook of the ValidatingWebhookConfiguration at ``ca`` (plus the
+    still-valid CAs it already trusted), and those of the MutatingWebhookConfiguration of
+    the same name when there is one (the optional /mutate entry); return the bundle set."""
     admission = k8s.AdmissionregistrationV1Api(api)
-    try:
-        raw = admission.read_validating_webhook_configuration(name, _preload_content=False)
-    except k8s.ApiException as e:
-        if e.status == 404:
-            raise CertsError(f"ValidatingWebhookConfiguration {name} not found") from e
-        raise
-    webhooks = _json(raw).get("webhooks") or []
-    if not webhooks:
+    validating = _webhooks(admission.read_validating_webhook_configuration, name)
+    if validating is None:
+        raise CertsError(f"ValidatingWebhookConfiguration {name} not found")
+    if not validating:
         raise CertsError(f"ValidatingWebhookConfiguration {name} has no webhooks to patch")
+    mutating = _webhooks(admission.read_mutating_webhook_configuration, name) or []
     bundle = merge_ca_bundle(
         ca=ca,
-        trusted=[base64.b64decode(w.get("clientConfig", {}).get("caBundle", "")) for w in webhooks],
+        trusted=[
+            base64.b64decode(w.get("clientConfig", {}).get("caBundle", ""))
+            for w in (*validating, *mutating)
+        ],
         now=now,
     )
+    admission.patch_validating_webhook_configuration(
+        name, _bundle_ops(validating, bundle), _content_type="application/json-patch+json",
+        _preload_content=False,
+    )  # fmt: skip
+    if mutating:
+        admission.patch_mutating_webhook_configuration(
+            name, _bundle_ops(mutating, bundle), _content_type="application/json-patch+json",
+            _preload_content=False,
+        )  # fmt: skip
+    return bundle
+
+
+def _webhooks(read: Any, name: str) -> list[dict[str, Any]] | None:
+    """The webhooks of a configuration; None when there is no such configuration."""
+    try:
+        raw = read(name, _preload_content=False)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    found: list[dict[str, Any]] = _json(raw).get("webhooks") or []
+    return found
+
+
+def _bundle_ops(webhooks: list[dict[str, Any]], bundle: bytes) -> list[dict[str, Any]]:
     ops: list[dict[str, Any]] = []
     for i, webhook in enumerate(webhooks):
         # "test" first: if someone reordered the webhooks since we read them, the
@@ -288,10 +315,7 @@ def patch_ca_bundle(
         ops.append(
             {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": _b64(bundle)}
         )
-    admission.patch_validating_webhook_configuration(
-        name, ops, _content_type="application/json-patch+json", _preload_content=False
-    )
-    return bundle
+    return ops
 
 
 def merge_ca_bundle(

@@ -12,6 +12,7 @@ within ANNOTATION_BUDGET.
 
 from __future__ import annotations
 
+import base64
 import re
 import textwrap
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
+from webhook.core.access.neutralise import neutralising_patch
 from webhook.core.engine.evaluation import Decision, Finding, Staleness, evaluate
 from webhook.core.engine.policy import PolicySet
 from webhook.core.engine.subject import Subject, subject_of
@@ -241,3 +243,16 @@ def audit_annotations(findings: tuple[Finding, ...]) -> dict[str, str]:
         value = f"{out[key]}; {f.message}" if key in out else f.message
         out[key] = clip(value, ANNOTATION_BUDGET)
     return out
+
+
+def mutation(request: AdmissionRequest) -> dict[str, Any]:
+    """The AdmissionReview a mutating call gets back: a Pod CREATE whose containers ask
+    for no GPU gets NVIDIA_VISIBLE_DEVICES=void (webhook.core.access.neutralise); the
+    rest is allowed unchanged. It never refuses: refusing is the validating entry's."""
+    body: dict[str, Any] = {"uid": request.uid, "allowed": True}
+    if request.kind == "Pod" and request.operation == "CREATE" and request.obj is not None:
+        ops = neutralising_patch(request.obj)
+        if ops:
+            body["patchType"] = "JSONPatch"
+            body["patch"] = base64.b64encode(orjson.dumps(ops)).decode()
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": body}

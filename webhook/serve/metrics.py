@@ -125,7 +125,8 @@ class _Tallies(Collector):
                 created[key] = min(at, created.get(key, at))
         requests = CounterMetricFamily(
             "gpu_admission_requests",
-            "Admission requests by decision (allow, warn, deny, skip, invalid, error) and kind.",
+            "Admission requests by decision (allow, warn, deny, skip, invalid, error; mutate: "
+            "a /mutate call that patched the Pod) and kind.",
             labels=("decision", "kind", "operation"),
         )
         for key, n in _summed([t.requests for t in tallies]).items():

@@ -53,6 +53,7 @@ from webhook.serve.admission import (
     Evaluator,
     allowed_bytes,
     judge,
+    mutation,
     parse_review,
     response,
 )
@@ -220,6 +221,22 @@ def create_app(
         tally.observe(time.perf_counter() - started)
         return 200, payload
 
+    async def mutate(request: Request) -> Response:
+        """POST /mutate: the optional fix of a container's device-list variable (used
+        only where a MutatingWebhookConfiguration points at it; docs/runtime-access.md)."""
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            status, payload = _error(413, f"request body over {MAX_BODY} bytes")
+            return Response(payload, status_code=status, media_type="application/json")
+        req = _parsed(body)
+        if not isinstance(req, AdmissionRequest):
+            status, payload = req
+            return Response(payload, status_code=status, media_type="application/json")
+        answer = mutation(req)
+        verdict = "mutate" if "patch" in answer["response"] else "allow"
+        metrics.LOOP.request(verdict, metrics.kind_label(req.kind, state.policy_set), req.operation)
+        return Response(orjson.dumps(answer), media_type="application/json")
+
     async def healthz(request: Request) -> Response:
         return Response(b"ok", media_type="text/plain")
 
@@ -265,6 +282,7 @@ def create_app(
         routes=[
             # What is not a POST gets starlette's 405 (an ASGI endpoint keeps `methods`).
             Route("/validate", _Bare(validate), methods=["POST"]),
+            Route("/mutate", mutate, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

@@ -309,7 +309,7 @@ metadata:
   {{- end }}
 rules:
   - apiGroups: [admissionregistration.k8s.io]
-    resources: [validatingwebhookconfigurations]
+    resources: [validatingwebhookconfigurations, mutatingwebhookconfigurations]
     resourceNames: [{{ include "gpu-admission.fullname" $root }}]
     verbs: [get, patch]
 ---
