@@ -25,7 +25,7 @@ OBJECTS = [
             # JSON inside a string, with brackets and a newline escape: must not confuse us
             "annotations": {"last-applied": '{"a": [1, {"b": "}"}]}\n}', "empty": ""},
         },
-        "spec": {"containers": [{"name": "c", "args": [], "env": {}}], "n": 12345678901234},
+        "spec": {"containers": [{"name": "c", "args": [], "env": {}}], "count": 12345678901234},
     }
     for i in range(7)
 ]

@@ -35,20 +35,20 @@ BROKEN = [
     ("a path with *", "      templates:\n        - {path: spec.t, replicas: [a.*.b]}\n",
      9, "templates.0.replicas.0.path", f"Value error, {ONE_FIELD} (got 'a.*.b')"),
     ("an unknown key", "      templates:\n        - path: spec.t\n"
-     "          replicas: [{path: n, minus: 1}]\n",
+     "          replicas: [{path: spec.n, minus: 1}]\n",
      10, "templates.0.replicas.0.minus", "unknown field (got 1)"),
     ("fields without path", "      templates:\n        - path: spec.t\n"
      "          replicas: [{default: 2}]\n",
      10, "templates.0.replicas.0",
      "Value error, give path (a constant factor is a plain number) (got {'default': 2})"),
     ("a negative default", "      templates:\n        - path: spec.t\n"
-     "          replicas: [{path: n, default: -1}]\n",
+     "          replicas: [{path: spec.n, default: -1}]\n",
      10, "templates.0.replicas.0.default", "Input should be greater than or equal to 0 (got -1)"),
     ("a string default", "      templates:\n        - path: spec.t\n"
-     "          replicas: [{path: n, default: '2'}]\n",
+     "          replicas: [{path: spec.n, default: '2'}]\n",
      10, "templates.0.replicas.0.default", "Input should be a valid integer (got '2')"),
     ("a negative less", "      containers:\n        - path: spec.c\n"
-     "          replicas: [{path: n, less: -1}]\n",
+     "          replicas: [{path: spec.n, less: -1}]\n",
      10, "containers.0.replicas.0.less", "Input should be greater than or equal to 0 (got -1)"),
     ("replicas not a list", "      templates:\n        - {path: spec.t, replicas: 2}\n",
      9, "templates.0.replicas", "Input should be a valid list (got 2)"),

@@ -1,17 +1,16 @@
-"""A faster `construct_document` for the documents manifests are made of.
+"""A document's data built from its node tree, as Kubernetes reads the YAML.
 
-PyYAML builds each value through a generic, generator-based constructor and resolves
-each plain scalar's tag with a list of regular expressions: most of the time `check`
-spends on a manifest. Here a document without anchors (so every node is reached once,
-and `yamlsource` has bounded its depth) is built by a direct walk: strings, mappings
-and sequences as `SafeConstructor` builds them, every other scalar by the loader's own
-constructor for its tag (the same function, so the same value or error). Anything
-else (merge keys `<<`, `=` keys, complex keys, sets, omaps, unknown tags) raises
-`Unusual`, and the caller lets PyYAML build that document as before.
+PyYAML's constructor builds values the YAML 1.1 way of PyYAML, through generators; here a
+direct walk builds what sigs.k8s.io/yaml's JSON says (`kubeyaml`): strings as they are,
+other scalars by go-yaml v2's rules, keys made strings, merge keys `<<` applied in
+go-yaml v2's order (decode.go `mapping` and `merge`: a merged mapping sets its keys
+where the `<<` stands, so a later key wins, and in a list of merged mappings the
+earlier one wins), a repeated key's last value kept (`Unmarshal` is not strict). Tags
+on mappings and lists are ignored, as decode.go ignores them (`!!set` is a mapping).
 
-Resolved tags are memoised per (value, implicit) for short scalars: the resolver is a
-pure function of them (SafeLoader has no path resolvers), and manifests repeat the same
-keys and values file after file. The memo is bounded.
+A document with anchors shares one object per anchored node, as PyYAML does
+(`yamlsource` has bounded what the aliases add before this runs); a document without
+them needs no memo.
 """
 
 from __future__ import annotations
@@ -20,79 +19,74 @@ from typing import Any
 
 import yaml
 
-_STR = "tag:yaml.org,2002:str"
-_MAP = "tag:yaml.org,2002:map"
-_SEQ = "tag:yaml.org,2002:seq"
-# Scalars built by the loader's own constructor (a pure function of the node).
-_SCALARS = (
-    "tag:yaml.org,2002:null",
-    "tag:yaml.org,2002:bool",
-    "tag:yaml.org,2002:int",
-    "tag:yaml.org,2002:float",
-    "tag:yaml.org,2002:timestamp",
-    "tag:yaml.org,2002:binary",
-)
-_MEMO_VALUE_LIMIT = 64  # characters: longer scalars are resolved every time
-_MEMO_ENTRIES = 1 << 16  # then the memo starts again: bounded whatever the input
+from webhook.sources.kubeyaml import MERGE, STR, NotJSON, json_key, plain, refused, tagged
+
+_Scalar = yaml.ScalarNode
+_Mapping = yaml.MappingNode
+_Sequence = yaml.SequenceNode
 
 
-# (value, implicit) -> tag: shared by every loader, as the resolver's tables are.
-_RESOLVED: dict[tuple[str, tuple[bool, bool]], str] = {}
-
-
-class Unusual(Exception):
-    """The document uses something only PyYAML's constructor builds."""
-
-
-class MemoResolver:
-    """Mixin for a libyaml loader: `resolve` memoised for short scalars."""
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        if kind is not yaml.ScalarNode or len(value) > _MEMO_VALUE_LIMIT:
-            return super().resolve(kind, value, implicit)  # type: ignore[misc]
-        key = (value, implicit)
-        memo = _RESOLVED
-        tag = memo.get(key)
-        if tag is None:
-            tag = super().resolve(kind, value, implicit)  # type: ignore[misc]
-            if len(memo) >= _MEMO_ENTRIES:
-                memo.clear()
-            memo[key] = tag
-        return tag
-
-
-def build(loader: Any, node: yaml.Node) -> Any:
-    """What `loader.construct_document(node)` returns, for a tree without aliases."""
-    constructors = loader.yaml_constructors
-    scalars = {tag: constructors[tag] for tag in _SCALARS if tag in constructors}
-    return _Builder(loader, scalars).value(node)
+def build(node: yaml.Node, *, shared: bool) -> Any:
+    """The data of a document; `shared`: whether it may hold aliases."""
+    return _Builder({} if shared else None).value(node)
 
 
 class _Builder:
-    __slots__ = ("loader", "scalars")
+    __slots__ = ("memo",)
 
-    def __init__(self, loader: Any, scalars: dict[str, Any]) -> None:
-        self.loader, self.scalars = loader, scalars
+    def __init__(self, memo: dict[int, Any] | None) -> None:
+        self.memo = memo
 
     def value(self, node: yaml.Node) -> Any:
         kind = type(node)
-        if kind is yaml.ScalarNode:
+        if kind is _Scalar:
             tag = node.tag
-            if tag == _STR:
+            if tag == STR:
                 return node.value
-            construct = self.scalars.get(tag)
-            if construct is None:
-                raise Unusual(tag)
-            return construct(self.loader, node)
-        if kind is yaml.MappingNode and node.tag == _MAP:
-            out = {}
-            for key, item in node.value:
-                if type(key) is not yaml.ScalarNode or key.tag not in self._key_tags:
-                    raise Unusual("key")  # merge, value (=), complex or odd keys
-                out[self.value(key)] = self.value(item)
-            return out
-        if kind is yaml.SequenceNode and node.tag == _SEQ:
-            return [self.value(item) for item in node.value]
-        raise Unusual(node.tag)
+            entry = plain(node.value)
+            value = entry[1] if entry[0] == tag else tagged(node)  # type: ignore[arg-type]
+            if type(value) is NotJSON:
+                raise refused(node, f"`{value.text}` has no JSON form (encoding/json refuses it)")
+            return value
+        memo = self.memo
+        if memo is not None:
+            built = memo.get(id(node))
+            if built is not None:
+                return built
+        if kind is _Mapping:
+            out: Any = self.mapping(node)  # type: ignore[arg-type]
+        else:
+            out = [self.value(item) for item in node.value]
+        if memo is not None:
+            memo[id(node)] = out
+        return out
 
-    _key_tags = frozenset((_STR, *_SCALARS))
+    def mapping(self, node: yaml.MappingNode) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, item in node.value:
+            if type(key) is not _Scalar:
+                raise refused(key, "a mapping or a list cannot be a key (JSON keys are strings)")
+            if key.tag == STR:
+                out[key.value] = self.value(item)
+            elif key.tag == MERGE and key.value == "<<":
+                self.merge(key, item, out)
+            else:
+                out[json_key(key)] = self.value(item)
+        return out
+
+    def merge(self, key: yaml.Node, item: yaml.Node, out: dict[str, Any]) -> None:
+        """decode.go `merge`: a mapping (or an alias of one), or a list written in place
+        of mappings; the list's items are applied last to first."""
+        if type(item) is _Mapping:
+            out.update(self.value(item))
+            return
+        # An alias shares the anchored node, which starts before the key: an alias of a
+        # list is refused (`merge` accepts a list node only as it is written).
+        if type(item) is _Sequence and item.start_mark.index > key.start_mark.index:
+            for each in reversed(item.value):
+                if type(each) is not _Mapping:
+                    break
+                out.update(self.value(each))
+            else:
+                return
+        raise refused(item, "map merge requires map or sequence of maps as the value")

@@ -1,9 +1,10 @@
 """YAML and JSON documents with the line of every field, for file:line findings.
 
-PyYAML's `load_all` drops the node tree that holds the line marks. We drive the same
-loader by hand (`get_node` then `construct_document`, which is what `load_all` does) and
-keep each document's node, so a finding's path can be turned into a line without a
-second parse, and a clean file costs what a plain parse costs.
+PyYAML's `load_all` drops the node tree that holds the line marks. We drive libyaml's
+composer by hand (`get_node`), keep each document's node, and build its data as
+Kubernetes reads the YAML (`yamlfast.build`, `kubeyaml`: YAML 1.1 as go-yaml v2 resolves
+it, then JSON), so a finding's path can be turned into a line without a second parse,
+and a clean file costs what a plain parse costs.
 
 Between the two steps each node tree is measured (`Expansion`): PyYAML shares one
 object for every alias of an anchor, but whatever walks the data later (a check, a
@@ -16,7 +17,7 @@ counted): past either, a ManifestError with the line, before anything is built.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +26,8 @@ import yaml
 from webhook.core.kit.paths import Path
 from webhook.errors import ManifestError
 from webhook.sources.bounds import MAX_DEPTH
-from webhook.sources.yamlfast import MemoResolver, Unusual, build
+from webhook.sources.kubeyaml import STR, KubeResolver, KubeYAMLError, json_key
+from webhook.sources.yamlfast import build
 
 try:  # the libyaml C parser: several times faster, same results
     _Base: Any = yaml.CSafeLoader
@@ -35,35 +37,8 @@ except AttributeError:  # pragma: no cover - wheels for CPython ship libyaml
 ALIAS_BUDGET = 1_000_000  # nodes and scalar characters that aliases may add to a stream
 
 
-def bound_constructors(loader: type[Any]) -> type[Any]:
-    """`loader` whose scalars fail as YAML errors with their line.
-
-    Some scalars fail in Python, not in YAML: an integer past Python's 4300-digit limit,
-    a date like 2001-02-30. Those are input errors, and say where they are. Only these
-    constructors are wrapped; every other node costs what it did."""
-    for tag, method in (
-        ("tag:yaml.org,2002:int", yaml.constructor.SafeConstructor.construct_yaml_int),
-        ("tag:yaml.org,2002:timestamp", yaml.constructor.SafeConstructor.construct_yaml_timestamp),
-    ):
-        loader.add_constructor(tag, _marked(method))
-    return loader
-
-
-def _marked(method: Callable[..., Any]) -> Callable[[Any, yaml.Node], Any]:
-    def construct(loader: Any, node: yaml.Node) -> Any:
-        try:
-            return method(loader, node)
-        except (ValueError, OverflowError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"cannot read this value: {exc}", node.start_mark
-            ) from None
-
-    return construct
-
-
-@bound_constructors
-class _Loader(MemoResolver, _Base):  # type: ignore[misc]
-    pass
+class _Loader(KubeResolver, _Base):  # type: ignore[misc]
+    """libyaml's parser and composer; tags as go-yaml v2 resolves them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +68,7 @@ def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
                 if not shallow(node):
                     expansion.measure(node)
                     expansion.forget()  # an anchor names a node in its own document only
-                data = _construct(loader, node, anchors=shallow.anchors)
+                data = build(node, shared=shallow.anchors)
                 index += 1
                 if data is not None:
                     yield Document(index, node.start_mark.line + 1, data, node)
@@ -101,21 +76,17 @@ def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
         loader.dispose()
 
 
-def _construct(loader: Any, node: yaml.Node, *, anchors: bool) -> Any:
-    """The document's data: without anchors (nothing shared) by the direct walk."""
-    if not anchors:
-        try:
-            return build(loader, node)
-        except Unusual:
-            pass
-    return loader.construct_document(node)
-
-
 @contextlib.contextmanager
 def yaml_errors(source: str) -> Iterator[None]:
     """A YAML syntax error as a ManifestError that names the file and the line."""
     try:
         yield
+    except KubeYAMLError as exc:  # valid YAML, but no JSON for Kubernetes
+        mark = exc.problem_mark
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        raise ManifestError(
+            f"{where}: kubectl and the apiserver refuse this: {exc.problem}"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -244,8 +215,8 @@ def line_of(node: yaml.Node | None, path: Path) -> int:
     for step in path:
         child: yaml.Node | None = None
         if isinstance(node, yaml.MappingNode) and isinstance(step, str):
-            for key, value in node.value:
-                if key.value == step:
+            for key, value in node.value:  # the first key of that name, as jsonlines
+                if _key_text(key) == step:
                     line, child = key.start_mark.line + 1, value
                     break
         elif (
@@ -259,3 +230,15 @@ def line_of(node: yaml.Node | None, path: Path) -> int:
             return line
         node = child
     return line
+
+
+def _key_text(key: yaml.Node) -> str | None:
+    """The key as the data has it (`1` is "1", `y` is "true"); None for no key."""
+    if key.tag == STR:
+        return str(key.value)
+    if not isinstance(key, yaml.ScalarNode):
+        return None
+    try:
+        return json_key(key)
+    except KubeYAMLError:
+        return None

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from yaml.composer import Composer, ComposerError
-from yaml.constructor import SafeConstructor
 from yaml.events import (
     MappingEndEvent,
     MappingStartEvent,
@@ -27,7 +26,9 @@ from yaml.resolver import Resolver
 
 from webhook.sources.bounds import MAX_DEPTH
 from webhook.sources.jsonstream import JsonItem
-from webhook.sources.yamlsource import Expansion, bound_constructors, yaml_errors
+from webhook.sources.kubeyaml import KubeResolver
+from webhook.sources.yamlfast import build
+from webhook.sources.yamlsource import Expansion, yaml_errors
 
 try:  # libyaml's event parser (yaml.cyaml uses it but does not export it)
     from yaml._yaml import CParser as _CParser
@@ -45,14 +46,13 @@ except ImportError:  # pragma: no cover - wheels for CPython ship libyaml
             _PyParser.__init__(self)
 
 
-@bound_constructors
-class _ItemLoader(_Parser, Composer, SafeConstructor, Resolver):  # type: ignore[misc]
-    """C events, Python composition: lets us compose one subtree at a time."""
+class _ItemLoader(KubeResolver, _Parser, Composer, Resolver):  # type: ignore[misc]
+    """C events, Python composition: lets us compose one subtree at a time. Tags and
+    values as Kubernetes reads YAML (kubeyaml), as for every other input."""
 
     def __init__(self, stream: IO[bytes], *, source: str) -> None:
         _Parser.__init__(self, stream)
         Composer.__init__(self)
-        SafeConstructor.__init__(self)
         Resolver.__init__(self)
         self.expansion = Expansion(source)
         self.depth = 0
@@ -108,7 +108,7 @@ def _top_mapping(loader: _ItemLoader) -> Iterator[JsonItem]:
             pairs.append((key, _compose(loader)))
     end = loader.get_event()
     if not streamed:
-        tag = loader.resolve(MappingNode, start.tag, start.implicit)  # type: ignore[no-untyped-call]
+        tag = loader.resolve(MappingNode, start.tag, start.implicit)
         node = MappingNode(tag, pairs, start.start_mark, end.end_mark, start.flow_style)
         yield from _constructed(loader, node)
 
@@ -126,6 +126,6 @@ def _is_items(node: Node) -> bool:
 def _constructed(loader: _ItemLoader, node: Node) -> Iterator[JsonItem]:
     loader.expansion.measure(node)
     loader.expansion.forget(keep=loader.anchors.values())  # later items may alias these
-    data = loader.construct_document(node)
+    data = build(node, shared=bool(loader.anchors))
     if data is not None:
         yield JsonItem(node.start_mark.line + 1, data)
