@@ -82,3 +82,17 @@ def test_rendered_yaml_is_a_stream_of_documents() -> None:
     (doc,) = yaml.safe_load_all(text)
     assert text.startswith("---\napiVersion: wgpolicyk8s.io/v1alpha2\nkind: PolicyReport\n")
     assert doc["results"][0]["properties"]["podsAffected"] == "3"
+
+
+def test_what_kubectl_would_read_as_another_type_is_quoted() -> None:
+    # A Pod named `y` or `on` in namespace `no`: unquoted, kubectl (go-yaml v2) reads
+    # true/false, and the PolicyReport would not apply.
+    from webhook.reports import openreports
+    from webhook.sources.yamlsource import iter_documents
+
+    entries = [entry("no", "y"), entry("no", "on")]
+    for render in (policyreport.render_policyreport, openreports.render_openreports):
+        text = render(report(entries), timestamp=5)
+        (doc,) = [d.data for d in iter_documents(text, source="report")]
+        assert doc["metadata"]["namespace"] == "no"
+        assert [r["resources"][0]["name"] for r in doc["results"]] == ["y", "on"]

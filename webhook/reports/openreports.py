@@ -21,11 +21,16 @@ import yaml
 
 from webhook.commands.audit import AuditReport
 from webhook.reports.policyreport import SOURCE, policy_reports
+from webhook.sources.kubeyaml import KubeResolver
 
 API_VERSION = "openreports.io/v1alpha1"
 KINDS = {"PolicyReport": "Report", "ClusterPolicyReport": "ClusterReport"}
 
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(KubeResolver, _Base):  # type: ignore[misc]
+    """Quotes what kubectl would read as another type (`y` is true to go-yaml v2)."""
 
 
 def open_reports(report: AuditReport, *, timestamp: int) -> list[dict[str, Any]]:

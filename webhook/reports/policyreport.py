@@ -19,6 +19,7 @@ import yaml
 
 from webhook.commands.audit import AuditEntry, AuditReport
 from webhook.core.kit.paths import format_path
+from webhook.sources.kubeyaml import KubeResolver
 
 API_VERSION = "wgpolicyk8s.io/v1alpha2"
 SOURCE = "gpu-admission"
@@ -29,7 +30,11 @@ MAX_BYTES = 900_000  # serialized results per report, well under etcd's 1.5 MiB
 RESULT = {"deny": "fail", "warn": "warn", "dryrun": "warn"}
 SEVERITY = {"deny": "high", "warn": "medium", "dryrun": "low"}
 
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Base: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(KubeResolver, _Base):  # type: ignore[misc]
+    """Quotes what kubectl would read as another type (`y` is true to go-yaml v2)."""
 
 
 def policy_reports(report: AuditReport, *, timestamp: int) -> list[dict[str, Any]]:
