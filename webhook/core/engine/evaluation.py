@@ -231,7 +231,11 @@ def _run_policy(
     for target in targets:
         if selector is not None and not selector.matches(target.labels):
             continue
+        # Items a custom kind's podFields joined to the pod spec: findings name the real field.
+        aliases = getattr(target, "aliases", None)
         for v in run(target, context=context, params=params):
+            if aliases is not None:
+                v = aliases.restore(v)
             action = "warn" if v.advisory and policy.action == "deny" else policy.action
             message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
             finding = Finding(policy.name, v.rule, action, message, v.path)
