@@ -312,3 +312,18 @@ def test_check_keeps_the_upstream_examples_clean_of_access_findings(tmp_path: Pa
     rules = [r["rule"] for r in json.loads(result.stdout)["results"] if r["policy"] == ACCESS]
     assert rules == []
     assert result.returncode in (0, 1), result.stderr  # the NIM sample lacks the GPU labels
+
+
+def test_check_refuses_an_object_past_the_bound_naming_it(tmp_path: Path) -> None:
+    obj = load(SPARK, "SparkApplication")
+    obj["spec"]["executor"]["envVars"] = {f"V{i}": "x" for i in range(MAX_ITEMS + 1)}
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    result = gpu_admission("check", str(path))
+    assert result.returncode == 2
+    assert (
+        "SparkApplication default/spark-pi not judged: spec.executor.envVars: the pod fields "
+        "of this object's roles come to more than 10000 volumes, variables and mounts: too "
+        "many to judge"
+    ) in result.stdout
+    assert "Traceback" not in result.stderr
