@@ -86,6 +86,10 @@ REAL: list[tuple[Path, str, Roles]] = [
     (REALWORLD / "spark-operator" / "spark-pi.yaml", "SparkApplication",
      [("driver", 1), ("executor", 1)]),
     (REALWORLD / "nim-operator" / "standalone-basic-llm.yaml", "NIMService", [("", 1)]),
+    (DATA / "examples__spark-pi-emptydir.yaml", "SparkApplication",
+     [("driver", 1), ("executor", 1)]),
+    (DATA / "config__samples__nim__serving__standalone__no-precaching__llm-emptydir.yaml",
+     "NIMService", [("", 1)]),
     # autoscaled: unknown
     (DATA / "docs__samples__accelerators__tensorflow-gpu.yaml", "InferenceService",
      [("predictor", None)]),
