@@ -197,3 +197,103 @@ def test_check_warns_for_a_labelled_namespace(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     [result] = json.loads(done.stdout)["results"]
     assert (result["rule"], result["action"]) == ("admin-access-label", "warn")
+
+
+def admin_claim(
+    kind: str = "ResourceClaim", ns: str = "ml", version: str = "v1", name: str = "admin"
+) -> dict[str, Any]:
+    """A claim (template) asking for admin access, as v1 and v1beta1 write it."""
+    if version == "v1":
+        request: dict[str, Any] = {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}
+        request["exactly"]["adminAccess"] = True
+    else:
+        request = {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "adminAccess": True}
+    spec = {"devices": {"requests": [request]}}
+    return {
+        "apiVersion": f"resource.k8s.io/{version}",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"spec": spec} if kind == "ResourceClaimTemplate" else spec,
+    }
+
+
+def claim_pod(ns: str = "ml") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": ns},
+        "spec": {
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "admin"}],
+            "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "g"}]}}],
+        },
+    }
+
+
+ADMIN_RULE = "admin-access-claim"
+UNKNOWN = (
+    'ResourceClaim "admin" request "gpu" sets adminAccess (every matching device, even one '
+    "in use by others); the apiserver admits it only in a namespace labelled "
+    f'{LABEL}: "true", and namespace ml is neither in the input nor in the inventory, so '
+    "whether it is cannot be told here. Add the Namespace to the input (or --inventory), or "
+    "drop adminAccess."
+)
+REFUSED = (
+    'ResourceClaim "admin" request "gpu" sets adminAccess, but namespace ml does not carry '
+    f'{LABEL}: "true": the apiserver refuses the claim. Drop adminAccess, or have a cluster '
+    "admin (one of adminAccessGroups) label the namespace."
+)
+# (case, the files of one `check` run, its admin-access-claim findings as (kind, action,
+# message start)). The Namespace may come in any file of the input.
+ADMIN_CASES: list[tuple[str, list[list[dict[str, Any]]], list[tuple[str, str, str]]]] = [
+    ("no Namespace known", [[admin_claim()]], [("ResourceClaim", "warn", UNKNOWN)]),
+    ("a Namespace without the label", [[admin_claim(), namespace("ml", None)]],
+     [("ResourceClaim", "deny", REFUSED)]),
+    ("the Namespace in another file", [[admin_claim()], [namespace("ml", "false")]],
+     [("ResourceClaim", "deny", REFUSED)]),
+    ("a labelled Namespace", [[admin_claim(), namespace("ml")]], []),
+    ("another namespace's label", [[admin_claim(), namespace("other")]],
+     [("ResourceClaim", "warn", UNKNOWN)]),
+    ("v1beta1 on the request", [[admin_claim(version="v1beta1"), namespace("ml", None)]],
+     [("ResourceClaim", "deny", REFUSED)]),
+    ("a template and the pod naming it",
+     [[admin_claim("ResourceClaimTemplate"), claim_pod(), namespace("ml", None)]],
+     [("ResourceClaimTemplate", "deny", 'ResourceClaimTemplate "admin" request "gpu" sets '),
+      ("Pod", "deny", 'pod claim "g": ResourceClaimTemplate "admin" request "gpu" sets ')]),
+    ("a claim without adminAccess", [[vfio_claim("ml", cls="gpu.nvidia.com")]], []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"), [c[1:] for c in ADMIN_CASES], ids=[c[0] for c in ADMIN_CASES]
+)
+def test_check_reads_admin_access_on_claims(
+    tmp_path: Path, files: list[list[dict[str, Any]]], expected: list[tuple[str, str, str]]
+) -> None:
+    names = []
+    for i, objs in enumerate(files):
+        path = tmp_path / f"f{i}.yaml"
+        path.write_text("---\n".join(json.dumps(o) + "\n" for o in objs))
+        names.append(str(path))
+    done = gpu_admission("check", "--output", "json", *names)
+    assert "Traceback" not in done.stderr
+    found = [
+        (r["kind"], r["action"], r["message"])
+        for r in json.loads(done.stdout)["results"]
+        if r["rule"] == ADMIN_RULE
+    ]
+    assert len(found) == len(expected), found
+    for (kind, action, message), (want, start) in zip(
+        found, [(e[:2], e[2]) for e in expected], strict=True
+    ):
+        assert (kind, action) == want
+        assert message.startswith(start), message
+    denied = any(a == "deny" for _, a, _ in expected)
+    assert done.returncode == (1 if denied else 0), done.stdout
+
+
+def test_admin_access_at_admission_is_the_apiservers() -> None:
+    """The apiserver validated the label before calling any webhook: nothing to add."""
+    decision = evaluate(POLICIES, subject_of(admin_claim(), user=ALICE), INVENTORY)
+    assert not [f for f in decision.findings if f.rule == ADMIN_RULE]
+    unknown = evaluate(POLICIES, subject_of(admin_claim()), INVENTORY)
+    assert [(f.rule, f.action) for f in unknown.findings] == [(ADMIN_RULE, "warn")]

@@ -75,13 +75,21 @@ REAL: list[tuple[Path, str, Roles]] = [
     (REALWORLD / "training-operator" / "multi_worker_tfjob.yaml", "TFJob", [("Worker", 2)]),
     (REALWORLD / "training-operator" / "paddle-simple-gpu.yaml", "PaddleJob", [("Worker", 2)]),
     (REALWORLD / "trainer" / "lammps-train-gpus.yaml", "TrainJob", [("trainer", 2)]),
-    (REALWORLD / "trainer" / "02-runtime-patches.yaml", "TrainJob", [("trainer", 2)]),
+    (
+        REALWORLD / "trainer" / "02-runtime-patches.yaml",
+        "TrainJob",
+        [("node", 0), ("trainer", 2)],  # the patch of the runtime's "node" job: no Pods of its own
+    ),
     # a runtime runs no Pods of its own: named roles, no counts
     (REALWORLD / "trainer" / "torchtune-llama3_2_1B.yaml", "ClusterTrainingRuntime",
      [("dataset-initializer", None), ("model-initializer", None), ("node", None)]),
     (REALWORLD / "spark-operator" / "spark-pi.yaml", "SparkApplication",
      [("driver", 1), ("executor", 1)]),
     (REALWORLD / "nim-operator" / "standalone-basic-llm.yaml", "NIMService", [("", 1)]),
+    (DATA / "examples__spark-pi-emptydir.yaml", "SparkApplication",
+     [("driver", 1), ("executor", 1)]),
+    (DATA / "config__samples__nim__serving__standalone__no-precaching__llm-emptydir.yaml",
+     "NIMService", [("", 1)]),
     # autoscaled: unknown
     (DATA / "docs__samples__accelerators__tensorflow-gpu.yaml", "InferenceService",
      [("predictor", None)]),

@@ -65,6 +65,52 @@ BROKEN = [
      9, "templates.0", "Input should be a valid dictionary or instance of TemplatePath (got 5)"),
 ]  # fmt: skip
 
+PS = "      podSpecs:\n        - path: spec.p\n          containers: [.]\n          podFields:\n"
+PF = "podSpecs.0.podFields.0"
+# podFields: what joins the pod spec, and how (webhook.core.workloads.podfields)
+BROKEN += [
+    ("envMap into volumes", PS + "            - {from: e, to: volumes, as: envMap}\n",
+     12, PF, "Value error, as: envMap makes container.env: give to: container.env "
+     "(got {'from': 'e', 'to': 'volumes', 'as': 'envMap'})"),
+    ("hostPathVolume into env",
+     PS + "            - {from: h, to: container.env, as: hostPathVolume, name: v}\n",
+     12, PF, "Value error, as: hostPathVolume makes volumes: give to: volumes "
+     "(got {'from': 'h', 'to': 'container.env', 'as': 'hostPathVolume',)"),  # cut at 60
+    ("hostPathVolume nameless", PS + "            - {from: h, to: volumes, as: hostPathVolume}\n",
+     12, PF, "Value error, as: hostPathVolume needs name (the volume made from a host path "
+     "string) or keyPrefix/keySuffix (a map of host paths, each named by what lies between) "
+     "(got {'from': 'h', 'to': 'volumes', 'as': 'hostPathVolume'})"),
+    ("onlyMounted on env", PS + "            - {from: e, to: container.env, onlyMounted: true}\n",
+     12, PF, "Value error, onlyMounted is for items that join volumes "
+     "(got {'from': 'e', 'to': 'container.env', 'onlyMounted': True})"),
+    ("a key filter on items", PS + "            - {from: v, to: volumes, keyPrefix: x.}\n",
+     12, PF, "Value error, keyPrefix and keySuffix filter a map's keys (envMap, hostPathVolume) "
+     "(got {'from': 'v', 'to': 'volumes', 'keyPrefix': 'x.'})"),
+    ("a name on items", PS + "            - {from: v, to: volumes, name: x}\n",
+     12, PF, "Value error, name and mountPath are for as: hostPathVolume "
+     "(got {'from': 'v', 'to': 'volumes', 'name': 'x'})"),
+    ("from a pattern", PS + "            - {from: a.*.b, to: volumes}\n",
+     12, f"{PF}.from", f"Value error, {ONE_FIELD} (got 'a.*.b')"),
+    ("an unknown target", PS + "            - {from: a, to: env}\n",
+     12, f"{PF}.to", "Input should be 'volumes', 'container.env', 'container.envFrom' or "
+     "'container.volumeMounts' (got 'env')"),
+    ("an unknown way", PS + "            - {from: a, to: volumes, as: list}\n",
+     12, f"{PF}.as", "Input should be 'items', 'envMap' or 'hostPathVolume' (got 'list')"),
+    ("a relative mountPath",
+     PS + "            - {from: h, to: volumes, as: hostPathVolume, name: v, mountPath: m}\n",
+     12, f"{PF}.mountPath", "String should match pattern '^/' (got 'm')"),
+    ("no from", PS + "            - {to: volumes}\n",
+     12, f"{PF}.from", "Field required"),
+    ("into a container without one", "      podSpecs:\n        - path: spec.p\n"
+     "          podFields: [{from: e, to: container.env, as: envMap}]\n",
+     9, "podSpecs.0", "Value error, podFields into container.* fill the main container: give "
+     "containers (the first is the main one) (got {'path': 'spec.p', 'podFields': [{'from': "
+     "'e', 'to': 'contai)"),
+    ("podFields on a template", "      templates:\n        - path: spec.t\n"
+     "          podFields: [{from: v, to: volumes}]\n",
+     10, "templates.0.podFields", "unknown field (got [{'from': 'v', 'to': 'volumes'}])"),
+]  # fmt: skip
+
 
 @pytest.mark.parametrize(
     ("entry", "line", "field", "message"), [r[1:] for r in BROKEN], ids=[r[0] for r in BROKEN]

@@ -6,6 +6,10 @@ allowed to update their own Namespace can set that label: a self-service escalat
 At admission, the request's userInfo says who sets it; `check` and `audit` have no
 request, and judge where the label is instead.
 
+`check` and `audit` read `adminAccess` on claims too: the apiserver refuses it in a
+Namespace without the label, which the input (or the inventory) may show; when it
+shows no such Namespace, that is a warning.
+
 A passthrough (VFIO) device class hands a whole GPU to a VM or to a workload that
 drives it itself (NVIDIA's DRA driver: DeviceClass `vfio.gpu.nvidia.com`, selecting
 `type == 'vfio'`): outside the namespaces allowed it, a claim for one is denied.
@@ -57,31 +61,84 @@ def run(
         items = target.spec.get("resourceClaims")
         if type(items) is not list or not items:
             return  # nearly every pod: one lookup
-        if context.namespace not in params.passthrough_namespaces:
-            yield from _pod_claims(target, items, context.inventory.dra, context.namespace, params)
+        yield from _pod_claims(target, items, context, params)
     elif type(target) is NamespaceView:
         if target.labels.get(ADMIN_ACCESS_LABEL) == "true":
             yield from _admin_label(target, context, params)
-    elif type(target) is ClaimView and context.namespace not in params.passthrough_namespaces:
+    elif type(target) is ClaimView:
         claim = parse_claim(target.obj, namespace=context.namespace)
         base: Path = ("spec", "spec") if claim.kind == "ResourceClaimTemplate" else ("spec",)
-        yield from _passthrough(claim, context.inventory.dra, params, base, "")
+        yield from _claim(claim, context, params, base, "")
 
 
 def _pod_claims(
-    pod: PodView, items: list[Any], supply: DraSupply, namespace: str, params: Params
+    pod: PodView, items: list[Any], context: Context, params: Params
 ) -> Iterator[Violation]:
+    supply = context.inventory.dra
     for index, item in enumerate(items):
         item = as_dict(item)
         for field, kind in (
             ("resourceClaimTemplateName", "ResourceClaimTemplate"),
             ("resourceClaimName", "ResourceClaim"),
         ):
-            claim = supply.claims.get((kind, namespace, str(item.get(field))))
+            claim = supply.claims.get((kind, context.namespace, str(item.get(field))))
             if claim is not None:
                 where = f'pod claim "{shown(item.get("name"))}": '
                 path = pod.where("resourceClaims", index, field)
-                yield from _passthrough(claim, supply, params, path, where)
+                yield from _claim(claim, context, params, path, where)
+
+
+def _claim(
+    claim: ClaimSpec, context: Context, params: Params, path: Path, where: str
+) -> Iterator[Violation]:
+    """A claim (or the one a pod names, said `where`): passthrough and admin access."""
+    if context.namespace not in params.passthrough_namespaces:
+        yield from _passthrough(claim, context.inventory.dra, params, path, where)
+    if not context.at_admission:
+        yield from _admin_access(claim, context.inventory.dra, path, where)
+
+
+def _admin_access(
+    claim: ClaimSpec, supply: DraSupply, path: Path, where: str
+) -> Iterator[Violation]:
+    """adminAccess in a claim, where no request says who creates it (check, audit).
+
+    The apiserver admits a ResourceClaim or ResourceClaimTemplate with adminAccess only in
+    a Namespace labelled resource.kubernetes.io/admin-access: "true" (kubernetes
+    pkg/registry/resource/resourceclaim/strategy.go Validate calls
+    resourceutils.AuthorizedForAdmin, at 0021a864; KEP-5018). The strategy validates
+    before any validating webhook is called, so at admission a claim that reaches us was
+    allowed: only check and audit judge it here. The label itself is judged on the
+    Namespace (rule admin-access-label)."""
+    asks = [alt for request in claim.requests for alt in request.alternatives if alt.admin_access]
+    if not asks:
+        return  # nearly every claim
+    labels = supply.namespaces.get(claim.namespace)
+    if labels is not None and labels.get(ADMIN_ACCESS_LABEL) == "true":
+        return
+    name, ns = shown(claim.name), shown(claim.namespace)
+    for alt in asks:
+        at = path if where else (*path, "devices", *alt.path, "adminAccess")
+        what = f'{where}{claim.kind} "{name}" request "{shown(alt.name)}" sets adminAccess'
+        if labels is None:
+            yield Violation(
+                "admin-access-claim",
+                at,
+                f"{what} (every matching device, even one in use by others); the apiserver "
+                f'admits it only in a namespace labelled {ADMIN_ACCESS_LABEL}: "true", and '
+                f"namespace {ns} is neither in the input nor in the inventory, so whether it "
+                f"is cannot be told here. Add the Namespace to the input (or --inventory), "
+                f"or drop adminAccess.",
+                advisory=True,
+            )
+            continue
+        yield Violation(
+            "admin-access-claim",
+            at,
+            f'{what}, but namespace {ns} does not carry {ADMIN_ACCESS_LABEL}: "true": the '
+            f"apiserver refuses the claim. Drop adminAccess, or have a cluster admin (one of "
+            f"adminAccessGroups) label the namespace.",
+        )
 
 
 def _admin_label(namespace: NamespaceView, context: Context, params: Params) -> Iterator[Violation]:
@@ -175,6 +232,10 @@ CHECK = Check(
         ),
         "passthrough-class": Rule(
             "A claim for a passthrough (VFIO) device class outside the namespaces allowed it."
+        ),
+        "admin-access-claim": Rule(
+            "A claim (or a pod's) with adminAccess in a namespace without the admin-access "
+            "label, which the apiserver refuses; a warning when the Namespace is not known."
         ),
     },
 )

@@ -114,19 +114,19 @@ def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Map
     """The DRA objects of these files, in their order. Only files that name the DRA group
     are parsed; a big JSON dump one item at a time, keeping only the DRA objects."""
     found: list[Mapping[str, Any]] = []
-    needle = DRA_GROUP.encode()
     for name in names:
         try:
             parts = _dump_parts(name, workers=1)  # a big dump: never held whole
             if parts is not None:
                 from webhook.commands.checkdump import dump_objects, file_holds
 
-                streamed = dump_objects(parts, keep=_is_dra) if file_holds(name, needle) else []
+                holds = any(file_holds(name, needle) for needle in _NEEDLES)
+                streamed = dump_objects(parts, keep=_is_dra) if holds else []
                 if streamed is not None:
                     found += streamed
                     continue
             data = stdin if name == "-" and stdin is not None else read_text(name)
-            if needle in data:
+            if any(needle in data for needle in _NEEDLES):
                 found += [  # all or nothing: a file that breaks off adds none
                     item.obj
                     for item in iter_objects(name, data)
@@ -155,10 +155,16 @@ def _check_dump(
     return check_dump(parts, policy_set=policy_set, inventory=inventory)
 
 
+# A DRA object names its group; a Namespace (whose admin-access label says whether its
+# claims may set adminAccess) its kind.
+_NEEDLES = (DRA_GROUP.encode(), b"Namespace")
+
+
 def _is_dra(obj: Mapping[str, Any]) -> bool:
-    return obj.get("kind") in DRA_KINDS and str(obj.get("apiVersion", "")).startswith(
-        DRA_GROUP + "/"
-    )
+    kind = obj.get("kind")
+    if kind == "Namespace":
+        return obj.get("apiVersion") == "v1"
+    return kind in DRA_KINDS and str(obj.get("apiVersion", "")).startswith(DRA_GROUP + "/")
 
 
 def with_dra_objects(inventory: Inventory, found: Sequence[Mapping[str, Any]]) -> Inventory:

@@ -15,7 +15,7 @@ from webhook.checks import registry
 from webhook.core.engine.check import Check, CheckParams, ParamError
 from webhook.core.engine.policy import Action, Policy, PolicySet
 from webhook.core.supply.profiles import GENERIC, ClusterProfile, ProfileName, profile
-from webhook.core.workloads.shapes import ContainerShape, Factor, KindShape, PodShape
+from webhook.core.workloads.shapes import ContainerShape, Factor, KindShape, PodField, PodShape
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
 
@@ -156,12 +156,32 @@ def kind_shape(c: CustomKind, *, source: str, action: Action) -> KindShape:
             for x in p.containers
         )
         labels = tuple(_steps(at) for at in p.labelsAt)
-        pods.append(PodShape("pod", _steps(p.path), containers, labels, **_role(p)))
+        fields = _pod_fields(p)
+        pods.append(PodShape("pod", _steps(p.path), containers, labels, **_role(p), fields=fields))
     for k in c.containers:
         own = ContainerShape((), _steps(k.resources), _opt_steps(k.gpu))
         labels = tuple(_steps(at) for at in k.labelsAt)
-        pods.append(PodShape("containers", _steps(k.path), (own,), labels, **_role(k)))
+        fields = _pod_fields(k)
+        pods.append(
+            PodShape("containers", _steps(k.path), (own,), labels, **_role(k), fields=fields)
+        )
     return KindShape(c.group, c.kind, tuple(pods), source, action)
+
+
+def _pod_fields(p: PodSpecPath | ContainersPath) -> tuple[PodField, ...]:
+    return tuple(
+        PodField(
+            _steps(f.source),
+            f.to,
+            f.joining,
+            f.onlyMounted,
+            f.keyPrefix,
+            f.keySuffix,
+            f.name,
+            f.mountPath,
+        )
+        for f in p.podFields
+    )
 
 
 def _role(p: TemplatePath | PodSpecPath | ContainersPath) -> dict[str, Any]:

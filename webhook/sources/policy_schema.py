@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, mo
 
 from webhook.core.engine.policy import Action, Match
 from webhook.core.supply.profiles import Mechanism, ProfileName
+from webhook.core.workloads.shapes import Joining, PodTarget
 
 _NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
@@ -131,6 +132,44 @@ class ContainerPath(_Strict):
     gpu: str | None = Field(None, pattern=_DOTTED, description="a {name, quantity} field")
 
 
+class PodField(_Strict):
+    """A field of the object the operator makes into a pod-spec field of this role's
+    Pods (webhook.core.workloads.podfields): `from` (relative to the match, $. from the
+    root) joins `to` (a pod field, or `container.<field>` of the role's main container:
+    its first container path), as `as` says."""
+
+    source: _FieldPath = Field(alias="from", description="the object's field")
+    to: PodTarget
+    joining: Joining = Field("items", alias="as")
+    onlyMounted: bool = Field(False, description="items joining volumes: only mounted ones")
+    keyPrefix: str = Field("", max_length=253, description="envMap, hostPathVolume maps")
+    keySuffix: str = Field("", max_length=253)
+    name: str | None = Field(None, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    mountPath: str | None = Field(None, pattern=r"^/", max_length=4096)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        made = {"envMap": "container.env", "hostPathVolume": "volumes"}.get(self.joining)
+        if made is not None and self.to != made:
+            raise ValueError(f"as: {self.joining} makes {made}: give to: {made}")
+        if self.onlyMounted and (self.joining != "items" or self.to != "volumes"):
+            raise ValueError("onlyMounted is for items that join volumes")
+        if self.joining == "items" and (self.keyPrefix or self.keySuffix):
+            raise ValueError("keyPrefix and keySuffix filter a map's keys (envMap, hostPathVolume)")
+        if self.joining != "hostPathVolume" and (self.name or self.mountPath):
+            raise ValueError("name and mountPath are for as: hostPathVolume")
+        if (
+            self.joining == "hostPathVolume"
+            and self.name is None
+            and not (self.keyPrefix or self.keySuffix)
+        ):
+            raise ValueError(
+                "as: hostPathVolume needs name (the volume made from a host path string) or "
+                "keyPrefix/keySuffix (a map of host paths, each named by what lies between)"
+            )
+        return self
+
+
 class PodSpecPath(_PodPath):
     """A pod spec held inline (nodeSelector, tolerations, containers... at `path`)."""
 
@@ -138,6 +177,16 @@ class PodSpecPath(_PodPath):
     labelsAt: list[str] = Field(
         default=[], description="mappings holding labels/annotations; $. is the root"
     )
+    podFields: list[PodField] = Field(default=[], max_length=16)
+
+    @model_validator(mode="after")
+    def _main_container(self) -> Self:
+        if not self.containers and any(f.to.startswith("container.") for f in self.podFields):
+            raise ValueError(
+                "podFields into container.* fill the main container: give containers "
+                "(the first is the main one)"
+            )
+        return self
 
 
 class ContainersPath(_PodPath):
@@ -146,6 +195,7 @@ class ContainersPath(_PodPath):
     resources: str = Field("resources", pattern=_DOTTED)
     gpu: str | None = Field(None, pattern=_DOTTED)
     labelsAt: list[str] = []
+    podFields: list[PodField] = Field(default=[], max_length=16)
 
 
 class CustomKind(_Strict):

@@ -154,6 +154,13 @@ def evaluate(
     errors: list[str] = []
     matched = False
     namespace = subject.namespace
+    # A custom kind's pod views with items its podFields joined: findings name the real
+    # field (webhook.core.workloads.podfields). No Pod and no core controller has any.
+    merged = (
+        targets.workload is not None
+        and targets.workload.shape is not None
+        and any(p.aliases is not None for p in targets.pods)
+    )
     # The policies whose checks judge a kind of target the object makes, and take it.
     for policy, kinds in policy_set.judging[targets.kinds]:
         if not policy.matches_object(kind, namespace):
@@ -162,7 +169,7 @@ def evaluate(
         start = len(findings)
         try:
             judged = targets.pods if kinds == _PODS else targets.among(kinds)
-            _run_policy(policy, judged, context, stale, findings)
+            _run_policy(policy, judged, context, stale, findings, merged=merged)
         except Exception as exc:  # one broken check must not silence the others
             del findings[start:]  # a partial run says nothing reliable
             errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")
@@ -223,6 +230,8 @@ def _run_policy(
     context: Context,
     stale: Staleness | None,
     findings: list[Finding],
+    *,
+    merged: bool = False,
 ) -> None:
     selector = policy.match.labelSelector
     prefix = policy.message_prefix
@@ -231,7 +240,10 @@ def _run_policy(
     for target in targets:
         if selector is not None and not selector.matches(target.labels):
             continue
+        aliases = getattr(target, "aliases", None) if merged else None
         for v in run(target, context=context, params=params):
+            if aliases is not None:
+                v = aliases.restore(v)
             action = "warn" if v.advisory and policy.action == "deny" else policy.action
             message = clip(prefix + v.message if prefix else v.message)  # whatever it embeds
             finding = Finding(policy.name, v.rule, action, message, v.path)

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from webhook.core.kit.dicts import as_dict, str_map
 from webhook.core.kit.paths import Path
 from webhook.core.kit.text import brief
+from webhook.core.workloads.podfields import Aliases, Budget, merged
 from webhook.core.workloads.pods import CONTAINER_FIELDS, ContainerRef, PodView
 from webhook.core.workloads.shapes import (
     ROOT,
@@ -101,6 +102,14 @@ class WorkloadView(NamedTuple):
         return str_map(as_dict(self.obj.get("metadata")).get("labels"))
 
     @property
+    def aliases(self) -> Aliases | None:
+        """Where the items its roles' podFields added really are (None: no such item)."""
+        found = [p.aliases for p in self.pods if p.aliases is not None]
+        if not found:
+            return None
+        return found[0] if len(found) == 1 else Aliases.joined(found)
+
+    @property
     def replicas(self) -> int | None:
         """Pods of every role together; None if any role's count is not fixed."""
         total = 0
@@ -168,6 +177,7 @@ def configured(obj: Mapping[str, Any], rule: KindShape) -> WorkloadView:
     roles: list[Role] = []
     unmatched: list[tuple[KindShape, PodShape]] = []
     templates: dict[Path, PodView] = {}
+    budget = Budget()
     for shape in rule.pods:
         pattern, matches = shape.path, walk(obj, shape.path)
         if shape.fallback is not None and not any(isinstance(v, Mapping) for _, v in matches):
@@ -177,7 +187,7 @@ def configured(obj: Mapping[str, Any], rule: KindShape) -> WorkloadView:
         for path, value in matches:
             if isinstance(value, Mapping):
                 name, replicas, holder = role_of(obj, shape, path, pattern=pattern)
-                views = _shaped(obj, shape, path, value, templates)
+                views = _shaped(obj, shape, path, value, templates, budget)
                 roles += [Role(name, v, replicas, holder) for v in views]
     pods = list({id(r.pod): r.pod for r in roles}.values())
     return WorkloadView(obj, rule.kind, rule.group, tuple(roles), pods, tuple(unmatched), rule)
@@ -269,6 +279,7 @@ def _shaped(
     path: Path,
     value: Mapping[str, Any],
     templates: dict[Path, PodView],
+    budget: Budget,
 ) -> Iterator[PodView]:
     if shape.form == "template":
         # one view per template, however many roles it makes (a fallback's, its own)
@@ -284,7 +295,13 @@ def _shaped(
         annotations.update(str_map(holder.get("annotations")))
     spec: Mapping[str, Any] = value if shape.form == "pod" else {}
     extra = _extra_containers(spec, path, value, shape)
-    yield PodView(spec, path, labels, annotations, holders[-1][0], extra)
+    if not shape.fields:
+        yield PodView(spec, path, labels, annotations, holders[-1][0], extra)
+        return
+    spec, extra, aliases = merged(obj, shape, path, value, spec, extra, budget)
+    view = PodView(spec, path, labels, annotations, holders[-1][0], extra)
+    view.aliases = aliases or None
+    yield view
 
 
 def _holder(

@@ -8,7 +8,7 @@ controller names the same rule as the finding its Pods would get at admission.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from webhook.core.kit.dicts import as_dict
 from webhook.core.kit.paths import Path, format_path
@@ -16,6 +16,9 @@ from webhook.core.kit.quantity import MAX_VALUE, quantity_or_none
 from webhook.core.kit.text import shown
 from webhook.core.workloads.requests import Count, container_role, effective_requests
 from webhook.core.workloads.shapes import MAX_FAN_OUT as MAX_FAN_OUT  # re-exported
+
+if TYPE_CHECKING:
+    from webhook.core.workloads.podfields import Aliases
 
 CONTAINER_FIELDS = ("initContainers", "containers", "ephemeralContainers")
 # The longest resource name the apiserver takes: a qualified name, a DNS subdomain of
@@ -74,6 +77,7 @@ class PodView:
 
     __slots__ = (
         "_effective",
+        "aliases",
         "amounts",
         "annotations",
         "containers",
@@ -114,6 +118,9 @@ class PodView:
         # constraints, the GPU access model by the policy rules that shaped it). What a
         # check is given to judge comes in its target and its Context, never in here.
         self.memo: dict[Hashable, Any] = {}
+        # Items a custom kind's podFields added, and where they really are in the object
+        # (webhook.core.workloads.podfields): the engine restores findings' paths by it.
+        self.aliases: Aliases | None = None
 
     def where(self, *rel: str | int) -> Path:
         return (*self.path, *rel)

@@ -27,6 +27,11 @@ from webhook.errors import WorkloadError
 
 Pattern = tuple[str, ...]
 Form = Literal["template", "pod", "containers"]
+# How a field of the object joins a pod spec (webhook.core.workloads.podfields).
+Joining = Literal["items", "envMap", "hostPathVolume"]
+# Which pod-spec field it joins: the pod's, or the role's main container's (its first
+# container shape: the container the operator fills, Spark's findContainer).
+PodTarget = Literal["volumes", "container.env", "container.envFrom", "container.volumeMounts"]
 ROOT = "$"  # a label path that starts here is read from the object's root
 # What one "*" of a shape path may match in one object. No workload kind has more
 # than a few dozen replica groups; an object with more is refused, not judged in part.
@@ -56,6 +61,33 @@ class Factor:
 
 
 @dataclass(frozen=True, slots=True)
+class PodField:
+    """A field of the object the operator makes into a pod-spec field of this role's
+    Pods (Spark's top-level `volumes` mounted by the driver, its `envVars` map, a
+    NIMService's `storage.hostPath`). `source` is relative to the match, or from the
+    object's root after "$".
+
+    items: a list of the target field's own items, after the pod's; with `only_mounted`
+    a volume joins only when a container of the role mounts it (Spark's addVolumes).
+    envMap: a map of name -> value, each an env variable (a value that is no string, a
+    reference such as Spark's envSecretKeyRefs, as a `valueFrom`); keys filtered by `key_prefix`
+    and `key_suffix`, the name what lies between (Spark's `spark.executorEnv.X`).
+    hostPathVolume: a host path (a string: the volume `name`, mounted at `mount_path` in
+    the main container when given), or a map of them filtered as envMap's keys, the
+    volume named by what lies between (Spark's `spark.kubernetes.driver.volumes.hostPath.
+    NAME.options.path`)."""
+
+    source: Pattern
+    target: PodTarget
+    joining: Joining = "items"
+    only_mounted: bool = False
+    key_prefix: str = ""
+    key_suffix: str = ""
+    name: str | None = None
+    mount_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PodShape:
     """One place pods come from: `form` says what sits at `path`.
 
@@ -73,6 +105,8 @@ class PodShape:
     # templates: a PodTemplateSpec that serves this role when `path` matches nothing (a
     # LeaderWorkerSet without leaderTemplate makes its leader from workerTemplate).
     fallback: Pattern | None = None
+    # podSpecs and containers: fields of the object that join this role's pod spec.
+    fields: tuple[PodField, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
