@@ -391,7 +391,8 @@ def test_self_signed_overlay_rbac_is_minimal() -> None:
     assert one(objs, "ClusterRole", "gpu-admission-certs")["rules"] == [
         {
             "apiGroups": ["admissionregistration.k8s.io"],
-            "resources": ["validatingwebhookconfigurations"],
+            # the mutating one only if a platform adds the optional /mutate entry
+            "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
             "resourceNames": ["gpu-admission"],
             "verbs": ["get", "patch"],
         },
