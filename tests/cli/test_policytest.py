@@ -49,7 +49,7 @@ def test_shipped_suites_pass_by_default() -> None:
     code, out = run()
 
     assert code == 0
-    assert out.rstrip().endswith("6 suites, 76 cases: 76 passed, 0 failed")
+    assert out.rstrip().endswith("6 suites, 84 cases: 84 passed, 0 failed")
 
 
 def test_a_passing_suite(tmp_path: Path) -> None:
