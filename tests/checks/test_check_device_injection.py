@@ -74,12 +74,12 @@ def host_path_pod(path: str, *, mounted_by: str = "containers") -> dict[str, Any
         (
             "/",
             'exposes host path "/", a parent of GPU device paths (/dev/nvidia[0-9]*, '
-            "/dev/nvidiactl, /dev/nvidia-uvm and 10 more)",
+            "/dev/nvidiactl, /dev/nvidia-uvm and 11 more)",
         ),
         (
             "/dev",
             'exposes host path "/dev", a parent of GPU device paths (/dev/nvidia[0-9]*, '
-            "/dev/nvidiactl, /dev/nvidia-uvm and 10 more)",
+            "/dev/nvidiactl, /dev/nvidia-uvm and 11 more)",
         ),
         ("//dev/", 'host path "/dev" (normalised from "//dev/"), a parent of GPU device paths'),
     ],
@@ -100,11 +100,10 @@ def test_hostpath_devices(path: str, why: str) -> None:
         "/dev/nvidiafoo",  # not a device name NVIDIA uses
         "/proc",  # host /proc holds driver information, no device nodes
         "/proc/driver",
-        "/sys",
-        "/var/lib/kubelet/device-plugins",
         "/var/log",
         "/devices",
-        "/run/nvidia/driver",
+        "/run/nvidia/driver/usr/lib64",  # the containerised driver's libraries
+        "/var/lib/kubelet/pods",
     ],
 )
 def test_hostpaths_that_reach_no_gpu(path: str) -> None:
@@ -297,7 +296,13 @@ def test_cdi_annotation_on_a_template() -> None:
         ("initContainers", {"privileged": True}, 'init container "x"'),
         ("ephemeralContainers", {"privileged": True}, 'ephemeral container "x"'),
         ("containers", {"privileged": False}, None),
-        ("containers", {"capabilities": {"add": ["SYS_ADMIN"]}}, None),
+        # SYS_ADMIN confined by seccomp (tests/checks/test_host_access.py: unconfined)
+        (
+            "containers",
+            {"capabilities": {"add": ["SYS_ADMIN"]}, "seccompProfile": {"type": "RuntimeDefault"}},
+            None,
+        ),
+        ("containers", {"capabilities": {"add": ["NET_ADMIN", "IPC_LOCK", "SYS_PTRACE"]}}, None),
     ],
 )
 def test_privileged(field: str, security: dict[str, Any], label: str | None) -> None:
@@ -450,9 +455,9 @@ def test_more_hostpaths_that_reach_no_gpu(path: str) -> None:
     ("host", "field", "sub", "found"),
     [
         ("/proc", "subPath", "driver/nvidia", '"/proc/driver/nvidia", GPU device path'),
-        ("/run", "subPath", "../dev/nvidia0", '"/dev/nvidia0", a GPU device node'),
+        ("/opt", "subPath", "../dev/nvidia0", '"/dev/nvidia0", a GPU device node'),
         ("/proc", "subPathExpr", "driver/nvidia/gpus", "inside GPU device directory"),
-        ("/proc", "subPathExpr", "$(POD_NAME)", None),  # expands at run time: not judged
+        ("/proc", "subPathExpr", "$(POD_NAME)", None),  # no such variable: no mount at all
         ("/proc", "subPath", "meminfo", None),
     ],
 )

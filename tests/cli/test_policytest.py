@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,8 @@ def test_shipped_suites_pass_by_default() -> None:
     code, out = run()
 
     assert code == 0
-    assert out.rstrip().endswith("6 suites, 76 cases: 76 passed, 0 failed")
+    # Every case of every shipped suite passes, however many there are.
+    assert re.search(r"\n6 suites, (\d+) cases: \1 passed, 0 failed$", out.rstrip()), out
 
 
 def test_a_passing_suite(tmp_path: Path) -> None:

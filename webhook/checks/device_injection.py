@@ -1,10 +1,13 @@
 """gpu-device-injection: ways a container reaches GPUs without the device plugin.
 
-hostPath device nodes (and their aliases), the device-list volume mount, device-list
-variables in env or possibly in envFrom, CDI and NRI device annotations, and privileged
-mode all hand a container GPUs the scheduler never counted: two Pods then share one GPU
-without knowing, and health checks miss it. What each container reaches is worked out
-once, in `webhook.core.access.model`; this check only words the findings.
+hostPath device nodes (and their aliases, a containerised driver's copy, the runtime's and
+the kubelet's sockets, writable device configuration), the device-list volume mount,
+device-list variables in env or possibly in envFrom, CDI and NRI device annotations, and
+privileged mode or its equal all hand a container GPUs the scheduler never counted: two
+Pods then share one GPU without knowing, and health checks miss it. What each container
+reaches is worked out once, in `webhook.core.access.model`; this check only words the
+findings, and grants privileged mode its one exception: a Pod that provably never runs on
+a GPU node (webhook.core.supply.gpu_placement).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
-from webhook.core.access.hostpaths import device_vendors
+from webhook.core.access.hostpaths import CDI_WHAT, device_vendors
 from webhook.core.access.model import (
     AccessRules,
     EnvFrom,
@@ -22,6 +25,7 @@ from webhook.core.access.model import (
     Grant,
     HostPath,
     PodAccess,
+    Privilege,
     annotation_prefix,
     gpu_resources,
     pod_access,
@@ -33,8 +37,7 @@ from webhook.core.engine.reads import Reads
 from webhook.core.kit.paths import format_path
 from webhook.core.kit.text import shown
 from webhook.core.kit.violation import Violation
-from webhook.core.supply.inventory import Inventory
-from webhook.core.supply.scheduling import allowed_nodes
+from webhook.core.supply.gpu_placement import may_run_on_gpu_node
 from webhook.core.workloads.pods import ContainerRef, PodView
 from webhook.core.workloads.targets import TargetKind
 
@@ -78,8 +81,36 @@ class Params(CheckParams):
         "/dev/nvidia-caps-imex-channels",
         "/dev/dri",
         "/dev/char",  # nvidia-uvm's major is dynamic: any link there may be it
+        "/dev/vfio",  # VFIO passthrough: a whole PCI device, GPUs included
         "/proc/driver/nvidia",
     )
+    # The GPU Operator's containerised driver: its root holds the node's /dev
+    # (gpu-operator controllers/object_controls.go DefaultDriverInstallDir and
+    # internal/driver/root.go GetDevRoot, NVIDIA/gpu-operator@a22dbf67).
+    driver_roots: tuple[str, ...] = ("/run/nvidia/driver",)
+    # CRI sockets: kubeadm's known ones (cmd/kubeadm/app/constants/constants_unix.go,
+    # kubernetes/kubernetes@d68e3f8f), docker's, and k3s's (pkg/agent/config/config_linux.go,
+    # k3s-io/k3s@45860105). /var/run is /run.
+    runtime_sockets: tuple[str, ...] = (
+        "/run/containerd/containerd.sock",
+        "/run/crio/crio.sock",
+        "/run/cri-dockerd.sock",
+        "/run/docker.sock",
+        "/run/k3s/containerd/containerd.sock",
+        "/run/k3s/cri-dockerd/cri-dockerd.sock",
+    )
+    # The kubelet's device-plugin directory (k8s.io/kubelet deviceplugin/v1beta1
+    # constants.go DevicePluginPath, kubernetes/kubernetes@a39f502f) and pod-resources one
+    # (kubelet getPodResourcesDir).
+    kubelet_socket_dirs: tuple[str, ...] = (
+        "/var/lib/kubelet/device-plugins",
+        "/var/lib/kubelet/pod-resources",
+    )
+    # Judged only where mounted writable: CDI spec directories (container-device-interface
+    # pkg/cdi/spec-dirs.go DefaultStaticDir, DefaultDynamicDir,
+    # cncf-tags/container-device-interface@05ae4b5b) and sysfs's PCI devices.
+    cdi_spec_dirs: tuple[str, ...] = ("/etc/cdi", "/var/run/cdi")
+    sysfs_device_dirs: tuple[str, ...] = ("/sys/bus/pci", "/sys/devices", "/sys/class")
     device_list_mount_dir: str = "/var/run/nvidia-container-devices"
     env_vars: tuple[str, ...] = (
         "NVIDIA_VISIBLE_DEVICES",
@@ -128,6 +159,13 @@ class Params(CheckParams):
             safe_values=self.safe_env_values,
             cdi_prefixes=self.cdi_annotation_prefixes,
             device_prefixes=self.device_annotation_prefixes,
+            host={
+                "driver_roots": self.driver_roots,
+                "runtime_sockets": self.runtime_sockets,
+                "kubelet_socket_dirs": self.kubelet_socket_dirs,
+                "cdi_spec_dirs": self.cdi_spec_dirs,
+                "sysfs_device_dirs": self.sysfs_device_dirs,
+            },
         )
 
 
@@ -147,19 +185,51 @@ def _host_fix(g: Grant, access: PodAccess) -> str:
     return VENDOR_FIX.get(vendors, FIX)
 
 
+HOST_RULES = {
+    "device": "hostpath-device",
+    "runtime-socket": "hostpath-runtime-socket",
+    "kubelet-socket": "hostpath-kubelet-socket",
+    "device-config": "hostpath-writable-device-config",
+}
+HOST_RISKS = {
+    "runtime-socket": "whoever connects to a container runtime's socket can start a "
+    "privileged container on the node, with every GPU (a node takeover)",
+    "kubelet-socket": "a client of these sockets can ask a GPU device plugin for GPUs "
+    "directly, register a device plugin of its own, or list which GPUs every Pod holds",
+    "cdi": "the device plugin and DRA drivers write CDI specs there, and the container "
+    "runtime injects the devices a spec names into later containers: a writable mount "
+    "lets this Pod hand any device to them",
+    "sysfs": "through a writable sysfs device tree the container can reset, unbind or "
+    "remove any GPU of the node, other tenants' included",
+}
+HOST_FIXES = {
+    "runtime-socket": "only node agents in an exempt namespace need the runtime's socket",
+    "kubelet-socket": "only device plugins in an exempt namespace need the kubelet's sockets",
+}
+
+
 def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
     detail: HostPath = g.value
-    fix = _host_fix(g, access)
+    rule = HOST_RULES.get(detail.kind, "hostpath-device")
+    if detail.kind == "device-config":
+        return _writable_config(g, detail, rule)
+    risk = HOST_RISKS.get(detail.kind, BYPASS)
+    if g.unknowable:
+        return _unknowable_sub_path(g, detail, rule, risk)
+    if detail.kind == "device":
+        fix = f"and {_host_fix(g, access)}"
+    else:
+        fix = f"({HOST_FIXES[detail.kind]})"
     if detail.sub_path is not None:
         (c,) = g.reaches
         field = str(g.path[-1])
         return Violation(
-            "hostpath-device",
+            rule,
             g.path,
             f'{c.label} mounts hostPath volume "{_text(detail.volume)}" (host path '
             f'"{_text(detail.volume_path)}") with {field} "{_text(detail.sub_path)}" '
             f'({format_path(g.path)}), which is host path "{_text(g.name)}", {g.why}: '
-            f"{BYPASS}. Remove the {field} (or the volume) and {fix}.",
+            f"{risk}. Remove the {field} (or the volume) {fix}.",
         )
     into = (
         f"mounted by {', '.join(c.label for c in g.reaches)}"
@@ -168,11 +238,43 @@ def _host_path(g: Grant, access: PodAccess, params: Params) -> Violation:
     )
     origin = "" if g.name == detail.raw else f' (normalised from "{_text(detail.raw)}")'
     return Violation(
-        "hostpath-device",
+        rule,
         g.path,
         f'hostPath volume "{_text(detail.volume)}" ({format_path(g.path)}) exposes host path '
-        f'"{_text(g.name)}"{origin}, {g.why}, {into}: {BYPASS}. Remove the hostPath volume '
-        f"and {fix}.",
+        f'"{_text(g.name)}"{origin}, {g.why}, {into}: {risk}. Remove the hostPath volume '
+        f"{fix}.",
+    )
+
+
+def _unknowable_sub_path(g: Grant, detail: HostPath, rule: str, risk: str) -> Violation:
+    (c,) = g.reaches
+    return Violation(
+        rule,
+        g.path,
+        f'{c.label} mounts hostPath volume "{_text(detail.volume)}" (host path '
+        f'"{_text(detail.volume_path)}") with subPathExpr "{_text(detail.sub_path)}" '
+        f"({format_path(g.path)}), which the kubelet expands on the node to {_text(g.why, 300)}"
+        f" lie below: {risk}. Use a literal subPath, or take the variables from literal "
+        f"env values.",
+    )
+
+
+def _writable_config(g: Grant, detail: HostPath, rule: str) -> Violation:
+    (c,) = g.reaches
+    risk = HOST_RISKS["cdi" if CDI_WHAT in g.why else "sysfs"]
+    field = str(g.path[-1])
+    via = (
+        f' with {field} "{_text(detail.sub_path)}", which is host path "{_text(g.name)}"'
+        if field != "readOnly"
+        else ""
+    )
+    return Violation(
+        rule,
+        g.path,
+        f'{c.label} mounts hostPath volume "{_text(detail.volume)}" (host path '
+        f'"{_text(detail.volume_path)}"){via} writable ({format_path(g.path)}), {g.why}: '
+        f"{risk}. Mount it readOnly: true (with recursiveReadOnly: Enabled when it spans "
+        f"/sys or /run), or remove it.",
     )
 
 
@@ -294,54 +396,81 @@ def _device_annotation(g: Grant, access: PodAccess, params: Params) -> Violation
     )
 
 
-# Labels only GPU nodes carry, for nodes whose device plugin advertises nothing (yet):
-# the GPU Operator's nvidia.com/gpu.present, GFD's product, the AMD and Intel labellers'.
-GPU_NODE_LABELS = (
-    "nvidia.com/gpu.present",
-    "nvidia.com/gpu.product",
-    "amd.com/gpu.product-name",
-    "beta.amd.com/gpu.product-name",
-    "gpu.intel.com/gpu-numbers",
-)
-OTHER_VENDORS = frozenset({"amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe"})
+PRIVILEGE_RULES = {
+    "privileged": "privileged",
+    "sys-admin": "sys-admin-unconfined",
+    "host-pid": "host-pid-capabilities",
+    "host-process": "host-process",
+}
+EVERY_GPU = "which reaches every GPU of the node like privileged mode, whatever it requests"
 
 
-def gpu_nodes(inventory: Inventory, params: Params) -> int:
-    """The nodes that have GPUs: they offer a GPU resource or carry a GPU label
-    (worked out once per inventory snapshot and policy)."""
-    key = ("gpu-nodes", params.rules.gpus)
-    found = inventory.memo(key)
-    if found is None:
-        index = inventory.index
-        is_gpu = params.rules.gpus.is_gpu
-        found = 0
-        for name, ri in index.resources.items():
-            if is_gpu(name) or name in OTHER_VENDORS:
-                found |= ri.bits
-        for label in GPU_NODE_LABELS:
-            found |= index.key_bits(label)
-        inventory.remember(key, found, found.bit_length() // 8 + 64)
-    return found  # type: ignore[no-any-return]
-
-
-def _reaches_gpu_node(pod: PodView, inventory: Inventory, params: Params) -> bool:
-    # A privileged TPU job pinned to TPU nodes never sees a GPU: only an inventory can
-    # tell, so without one the finding stands.
-    if not inventory.known:
-        return True
-    return bool(allowed_nodes(pod, inventory) & gpu_nodes(inventory, params))
-
-
-def _privileged(g: Grant, access: PodAccess, params: Params) -> Violation | None:
+def _privileged(g: Grant, access: PodAccess, params: Params, context: Context) -> Violation | None:
     if not params.deny_privileged:
         return None
+    privilege: Privilege = g.value
+    if privilege.kind == "sys-admin" and not _unconfined(privilege, context):
+        return None
+    text = {
+        "privileged": _privileged_mode,
+        "sys-admin": _sys_admin,
+        "host-pid": _host_pid,
+        "host-process": _host_process,
+    }[privilege.kind](g, privilege, context)
+    return Violation(PRIVILEGE_RULES[privilege.kind], g.path, text)
+
+
+def _unconfined(privilege: Privilege, context: Context) -> bool:
+    if privilege.apparmor == "Unconfined" or privilege.seccomp == "Unconfined":
+        return True
+    return privilege.seccomp is None and not context.profile.seccomp_default
+
+
+def _privileged_mode(g: Grant, privilege: Privilege, context: Context) -> str:
     (c,) = g.reaches
-    return Violation(
-        "privileged",
-        g.path,
+    return (
         f"{c.label} is privileged ({format_path(g.path)}): it sees every device in the "
         f"host's /dev, all GPUs included, whatever it requests. Remove privileged: true, "
-        f"add only the capabilities it needs, and {FIX}.",
+        f"add only the capabilities it needs, and {FIX}."
+    )
+
+
+def _sys_admin(g: Grant, privilege: Privilege, context: Context) -> str:
+    (c,) = g.reaches
+    unconfined = []
+    if privilege.seccomp == "Unconfined":
+        unconfined.append(f"seccomp Unconfined ({format_path(privilege.seccomp_path)})")
+    elif privilege.seccomp is None:
+        unconfined.append(
+            "no seccomp profile, which the kubelet runs as Unconfined (the cluster profile "
+            "does not say the kubelets run with seccompDefault)"
+        )
+    if privilege.apparmor == "Unconfined":
+        unconfined.append(f"AppArmor Unconfined ({format_path(privilege.apparmor_path)})")
+    return (
+        f"{c.label} adds capability {_text(privilege.capability, 40)} "
+        f"({format_path(g.path)}) and runs with {' and '.join(unconfined)}: it can mount "
+        f"filesystems and lift its device cgroup, {EVERY_GPU}. Drop the capability, or "
+        f"confine it with seccompProfile and appArmorProfile type RuntimeDefault, and {FIX}."
+    )
+
+
+def _host_pid(g: Grant, privilege: Privilege, context: Context) -> str:
+    (c,) = g.reaches
+    return (
+        f"{c.label} adds capability {_text(privilege.capability, 40)} "
+        f"({format_path(g.path)}) in a Pod with hostPID: true: it can open the host's "
+        f"processes' /proc/<pid>/root (the host's root filesystem) and enter their "
+        f"namespaces, {EVERY_GPU}. Remove hostPID or the capability, and {FIX}."
+    )
+
+
+def _host_process(g: Grant, privilege: Privilege, context: Context) -> str:
+    own = len(g.reaches) == 1 and g.path[: len(g.reaches[0].path)] == g.reaches[0].path
+    who = g.reaches[0].label if own else "the Pod"
+    return (
+        f"{who} runs as a Windows HostProcess ({format_path(g.path)}): its processes run "
+        f"on the host with the host's devices, {EVERY_GPU}. Remove hostProcess and {FIX}."
     )
 
 
@@ -353,25 +482,39 @@ REPORTS: dict[str, _Report] = {
     "env-from": _env_from,
     "cdi-annotation": _cdi_annotation,
     "device-annotation": _device_annotation,
-    "privileged": _privileged,
+    # "privileged": judged with the context below (its exception reads the placement).
     # "claim": DRA claims are recorded by the access model, judged by a later check.
 }
 
 
 def run(pod: PodView, *, context: Context, params: Params) -> Iterable[Violation]:
-    inventory = context.inventory
     access = pod_access(pod, rules=params.rules)
     if not access.grants:
         return ()  # nearly every pod: no generator to start
     found = []
+    reaches: str | None = ""  # why it may reach a GPU node: asked at the first privileged grant
     for grant in access.grants:  # by channel: the order of the rules below
-        if grant.channel == "privileged" and not _reaches_gpu_node(pod, inventory, params):
-            continue
-        report = REPORTS.get(grant.channel)
-        violation = report(grant, access, params) if report is not None else None
+        violation: Violation | None = None
+        if grant.channel == "privileged":
+            if reaches == "":
+                reaches = _reaches_gpu_node(pod, context, params)
+            if reaches is not None:
+                violation = _privileged(grant, access, params, context)
+        else:
+            report = REPORTS.get(grant.channel)
+            violation = report(grant, access, params) if report is not None else None
         if violation is not None:
             found.append(violation)
     return found
+
+
+def _reaches_gpu_node(pod: PodView, context: Context, params: Params) -> str | None:
+    """Why the pod may run on a GPU node; None when it provably never can (a privileged
+    TPU job kept off GPU nodes by a taint every GPU node carries, a Pod pinned by
+    nodeName to a known node without GPUs)."""
+    return may_run_on_gpu_node(
+        pod, inventory=context.inventory, profile=context.profile, is_gpu=params.rules.gpus.is_gpu
+    )
 
 
 def judges(params: Params) -> Mapping[TargetKind, Reads]:
@@ -381,7 +524,8 @@ def judges(params: Params) -> Mapping[TargetKind, Reads]:
             extended_resources=True,  # the access model reads GPU requests beside the rest
             claims=True,
             host_paths=True,
-            privileged=True,
+            security=frozenset({"privileged", "capabilities", "windowsOptions"}),
+            pod_security=frozenset({"windowsOptions"}),
             env_from=True,
             env=params.rules.env_vars,
             mount_paths=frozenset({params.rules.device_list_leaf}),
@@ -399,7 +543,20 @@ CHECK = Check(
     rules={
         "hostpath-device": Rule(
             "A hostPath volume exposes GPU device nodes, an alias of them "
-            "(/dev/char, /proc/<pid>/root) or a parent of them."
+            "(/dev/char, /proc/<pid>/root, a driver root's dev), a parent of them, or a "
+            "subPathExpr admission cannot know below such a parent."
+        ),
+        "hostpath-runtime-socket": Rule(
+            "A hostPath volume exposes a container runtime's socket (containerd, CRI-O, "
+            "docker) or a directory holding one: a node takeover."
+        ),
+        "hostpath-kubelet-socket": Rule(
+            "A hostPath volume exposes the kubelet's device-plugin or pod-resources "
+            "sockets, or a directory holding them."
+        ),
+        "hostpath-writable-device-config": Rule(
+            "A writable mount of a CDI spec directory or of sysfs's PCI devices (or a "
+            "parent of either); read-only mounts are allowed."
         ),
         "device-list-volume-mount": Rule(
             "A volume is mounted under the NVIDIA device-list directory."
@@ -416,5 +573,12 @@ CHECK = Check(
             "An NRI device-injector annotation (containerd's, GKE's) adds host devices or mounts."
         ),
         "privileged": Rule("A privileged container sees every GPU on the host."),
+        "sys-admin-unconfined": Rule(
+            "A container adds SYS_ADMIN (or ALL) without seccomp or AppArmor confinement."
+        ),
+        "host-pid-capabilities": Rule(
+            "A container in a hostPID Pod adds SYS_PTRACE, SYS_ADMIN or ALL: it can enter the host."
+        ),
+        "host-process": Rule("A Windows HostProcess Pod or container runs on the host."),
     },
 )

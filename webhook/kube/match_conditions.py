@@ -64,8 +64,9 @@ def _container_terms(reads: Reads) -> list[str]:
         )
     if reads.env_from:
         terms.append(f"{_C}.?envFrom.orValue([]).size() > 0")
-    if reads.privileged:
-        terms.append(f"{_C}.?securityContext.?privileged.hasValue()")
+    if reads.security:
+        fields = _cel_list(reads.security)
+        terms.append(f"{_C}.?securityContext.orValue({{}}).exists(k, k in {fields})")
     if reads.mount_paths:
         parts = " || ".join(
             f"m.?mountPath.orValue('').contains({_cel_string(p)})"
@@ -79,9 +80,12 @@ def _pod_terms(reads: Reads, spec: str, meta: str) -> list[str]:
     terms: list[str] = []
     if reads.host_paths:
         terms.append(f"{spec}.?volumes.orValue([]).exists(v, has(v.hostPath))")
+    if reads.pod_security:
+        fields = _cel_list(reads.pod_security)
+        terms.append(f"{spec}.?securityContext.orValue({{}}).exists(k, k in {fields})")
     if reads.claims:
         terms.append(f"{spec}.?resourceClaims.orValue([]).size() > 0")
-    keys = []
+    keys: list[str] = []
     if reads.annotations:
         keys.append(f"k in {_cel_list(reads.annotations)}")
     if reads.annotation_prefixes:
@@ -103,7 +107,8 @@ TRANSLATED = frozenset(
         "extended_resources",
         "claims",
         "host_paths",
-        "privileged",
+        "security",
+        "pod_security",
         "env_from",
         "env",
         "mount_paths",

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from webhook.checks import registry
 from webhook.core.engine.check import Check, CheckParams, ParamError
 from webhook.core.engine.policy import Action, Policy, PolicySet
-from webhook.core.supply.profiles import GENERIC, ClusterProfile, ProfileName, profile
+from webhook.core.supply.profiles import (
+    GENERIC,
+    ClusterProfile,
+    ContainerToolkit,
+    GpuNodes,
+    ProfileName,
+    TaintFact,
+    profile,
+)
 from webhook.core.workloads.shapes import ContainerShape, Factor, KindShape, PodField, PodShape
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
@@ -26,6 +34,7 @@ if TYPE_CHECKING:  # pydantic comes with these: imported where documents are val
         ClusterProfileDocument,
         ContainersPath,
         CustomKind,
+        GpuNodesSpec,
         PodSpecPath,
         TemplatePath,
     )
@@ -133,7 +142,23 @@ def _profile(
         extended_resource_toleration=spec.extendedResourceToleration,
         sharing=None if spec.sharing is None else tuple(spec.sharing),
         source=where if flag is None else f"{where} and --cluster-profile",
+        gpu_nodes=None if spec.gpuNodes is None else _gpu_nodes(spec.gpuNodes),
+        container_toolkit=None
+        if spec.containerToolkit is None
+        else ContainerToolkit(
+            spec.containerToolkit.acceptEnvvarUnprivileged,
+            spec.containerToolkit.deviceListStrategy,
+        ),
+        seccomp_default=None if spec.kubelet is None else spec.kubelet.seccompDefault,
     )
+
+
+def _gpu_nodes(spec: GpuNodesSpec) -> GpuNodes:
+    labels = []
+    for label in spec.labels:
+        key, eq, value = label.partition("=")
+        labels.append((key, value if eq else None))
+    return GpuNodes(tuple(TaintFact(t.key, t.value, t.effect) for t in spec.taints), tuple(labels))
 
 
 def _strictest(settings: list[Action | Literal["ignore"]]) -> Action | Literal["ignore"]:

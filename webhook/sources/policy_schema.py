@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from webhook.core.engine.policy import Action, Match
-from webhook.core.supply.profiles import Mechanism, ProfileName
+from webhook.core.supply.profiles import DeviceListStrategy, Mechanism, ProfileName
 from webhook.core.workloads.shapes import Joining, PodTarget
 
 _NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -229,13 +229,55 @@ class WorkloadKindsDocument(_Strict):
     spec: WorkloadKindsSpec
 
 
+_KEY = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+
+class GpuNodeTaint(_Strict):
+    """A taint every GPU node carries; without a value, any value."""
+
+    key: str = Field(pattern=_KEY, max_length=317)
+    value: str | None = Field(None, max_length=63)
+    effect: Literal["NoSchedule", "NoExecute"]
+
+
+class GpuNodesSpec(_Strict):
+    """What every GPU node carries, now and after an autoscaler adds one."""
+
+    taints: list[GpuNodeTaint] = Field(default=[], max_length=32)
+    labels: list[str] = Field(
+        default=[], max_length=32, description="a label key (any value) or key=value"
+    )
+
+    @model_validator(mode="after")
+    def _label_keys(self) -> Self:
+        for label in self.labels:
+            key, _, value = label.partition("=")
+            if re.fullmatch(_KEY, key) is None or len(key) > 317 or len(value) > 63:
+                raise ValueError(f"labels: {label[:100]!r} is not a label key or key=value")
+        return self
+
+
+class ContainerToolkitSpec(_Strict):
+    """The NVIDIA container toolkit's and device plugin's settings on the GPU nodes."""
+
+    acceptEnvvarUnprivileged: bool = True
+    deviceListStrategy: DeviceListStrategy = "envvar"
+
+
+class KubeletSpec(_Strict):
+    seccompDefault: bool = False
+
+
 class ClusterProfileSpec(_Strict):
-    """What the cluster adds at admission (webhook.core.supply.profiles); unset fields follow
-    the named built-in profile."""
+    """What the cluster adds at admission and what it is (webhook.core.supply.profiles);
+    unset fields follow the named built-in profile."""
 
     profile: ProfileName = "generic"
     extendedResourceToleration: bool | None = None
     sharing: list[Mechanism] | None = Field(default=None, max_length=16)
+    gpuNodes: GpuNodesSpec | None = None
+    containerToolkit: ContainerToolkitSpec | None = None
+    kubelet: KubeletSpec | None = None
 
 
 class ClusterProfileDocument(_Strict):

@@ -17,10 +17,11 @@ metadata `.meta` of each entry.
       c.?resources.?claims.orValue([]).size() > 0 ||
       c.?env.orValue([]).exists(e, e.?name.orValue('') in ['NVIDIA_IMEX_CHANNELS', 'NVIDIA_MIG_CONFIG_DEVICES', 'NVIDIA_MIG_MONITOR_DEVICES', 'NVIDIA_VISIBLE_DEVICES']) ||
       c.?envFrom.orValue([]).size() > 0 ||
-      c.?securityContext.?privileged.hasValue() ||
+      c.?securityContext.orValue({}).exists(k, k in ['capabilities', 'privileged', 'windowsOptions']) ||
       c.?volumeMounts.orValue([]).exists(m, m.?mountPath.orValue('').contains('nvidia-container-devices'))
     )) ||
     {{ .spec }}.?volumes.orValue([]).exists(v, has(v.hostPath)) ||
+    {{ .spec }}.?securityContext.orValue({}).exists(k, k in ['windowsOptions']) ||
     {{ .spec }}.?resourceClaims.orValue([]).size() > 0 ||
     {{ .meta }}.?annotations.orValue({}).exists(k, k in ['gpu-fraction', 'gpu-memory'] || ['cdi-devices.noderesource.dev', 'cdi-devices.nri.io', 'cdi.k8s.io', 'devices.gke.io', 'devices.noderesource.dev', 'devices.nri.io', 'mounts.noderesource.dev', 'mounts.nri.io', 'nvidia.cdi.k8s.io'].exists(h, k == h || k.startsWith(h + '/')))
 {{- end }}

@@ -18,7 +18,7 @@ Channel = Literal[
     "device-annotation",  # value: as cdi-annotation
     "host-path",  # value: HostPath
     "device-list-mount",  # value: the volume's name
-    "privileged",  # value: None
+    "privileged",  # value: Privilege (privileged mode or its equal)
     "claim",  # value: the PodClaim it names, None when the pod declares none of that name
 ]
 
@@ -47,6 +47,9 @@ class HostPath(NamedTuple):
     raw: str  # the path as written
     volume_path: str  # the volume's own host path, normalised
     sub_path: str | None = None  # the mount's subPath, when the grant comes from one
+    # What the path reaches (webhook.core.access.hostpaths HostKind): device nodes, a
+    # container runtime or kubelet socket, a writable device-configuration directory.
+    kind: str = "device"
 
 
 class PodClaim(NamedTuple):

@@ -13,7 +13,7 @@ import posixpath
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from webhook.core.kit.text import glob_matcher, listing
 
@@ -53,23 +53,130 @@ def joined(base: str, sub: str) -> str:
     return normalise(base + "/" + sub)
 
 
+# The kinds of host path a pod must not reach, each its own rule of device-injection.
+HostKind = Literal["device", "runtime-socket", "kubelet-socket", "device-config"]
+
+
+CDI_WHAT = "the CDI spec directory"
+
+
+class Reach(NamedTuple):
+    """What a host path reaches: its kind and, in a message's words, how."""
+
+    kind: HostKind
+    why: str
+
+
+def canonical(path: str) -> str:
+    """A normalised host path with /var/run read as /run: distributions link `/var/run ->
+    ../run` (systemd tmpfiles.d/var.conf.in, systemd/systemd@8037751e) and the kubelet,
+    root on the node, follows the link, so both names are judged alike."""
+    if path == "/var/run" or path.startswith("/var/run/"):
+        return path[4:]
+    return path
+
+
+# Filesystems mounted on their own below `/` (systemd src/shared/mount-setup.c: sysfs on
+# /sys, tmpfs on /run, devtmpfs on /dev, procfs on /proc). A readOnly mount is read-only
+# only for its own filesystem: the kubelet hands the runtime `readonly` and, for a
+# recursive one, `recursive_read_only` (pkg/kubelet/kubelet_pods.go makeMounts,
+# kubernetes/kubernetes@001a80e9), so a readOnly `/` leaves /sys and /run writable.
+_OWN_FILESYSTEMS = ("/sys", "/run", "/dev", "/proc")
+_PROC_PID = re.compile(r"/proc(?:/(?:[0-9]{1,10}|self|thread-self)(?:/task(?:/[0-9]{1,10})?)?)?")
+
+
+def filesystem_of(path: str) -> str:
+    """The mount point of the filesystem that holds a canonical host path."""
+    for top in _OWN_FILESYSTEMS:
+        if path == top or path.startswith(top + "/"):
+            return top
+    return "/"
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or top == "/" or path.startswith(top + "/")
+
+
+def _within(path: str, paths: tuple[str, ...]) -> str | None:
+    return next((p for p in paths if _under(path, p)), None)
+
+
+def _holding(path: str, paths: tuple[str, ...]) -> list[str]:
+    prefix = "/" if path == "/" else path + "/"
+    return [p for p in paths if p.startswith(prefix)]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class DevicePaths:
-    """Which host paths are GPU access: built once per policy, matched per hostPath."""
+    """Which host paths reach GPUs or the node: built once per policy, matched per hostPath.
+    Every path here is canonical (`canonical`)."""
 
     paths: tuple[str, ...]  # globs of device nodes
     directories: tuple[str, ...]  # the directory and everything below it
     is_device: Callable[[str], bool]
     dev_targets: tuple[str, ...]  # the patterns under /dev: their parents reach them
+    driver_roots: tuple[str, ...] = ()  # a containerised driver's root: R/dev is /dev
+    root_targets: tuple[str, ...] = ()  # dev_targets under each driver root
+    runtime_sockets: tuple[str, ...] = ()
+    kubelet_socket_dirs: tuple[str, ...] = ()
+    config_dirs: tuple[tuple[str, str], ...] = ()  # (directory, what it is)
 
     @classmethod
-    def of(cls, *, paths: tuple[str, ...], directories: tuple[str, ...]) -> DevicePaths:
-        dirs = tuple(normalise(d) for d in directories)
+    def of(
+        cls,
+        *,
+        paths: tuple[str, ...],
+        directories: tuple[str, ...],
+        driver_roots: tuple[str, ...] = (),
+        runtime_sockets: tuple[str, ...] = (),
+        kubelet_socket_dirs: tuple[str, ...] = (),
+        cdi_spec_dirs: tuple[str, ...] = (),
+        sysfs_device_dirs: tuple[str, ...] = (),
+    ) -> DevicePaths:
+        def canon(items: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(dict.fromkeys(canonical(normalise(p)) for p in items))
+
+        dirs = canon(directories)
         targets = tuple(t for t in (*paths, *dirs) if t.startswith("/dev/"))
-        return cls(paths, dirs, glob_matcher(paths), targets)
+        roots = tuple(r for r in canon(driver_roots) if r != "/")
+        configs = (
+            *((d, CDI_WHAT) for d in canon(cdi_spec_dirs)),
+            *((d, "the sysfs device tree") for d in canon(sysfs_device_dirs)),
+        )
+        return cls(
+            paths,
+            dirs,
+            glob_matcher(paths),
+            targets,
+            roots,
+            tuple(r + t for r in roots for t in targets),
+            canon(runtime_sockets),
+            canon(kubelet_socket_dirs),
+            configs,
+        )
 
     def reason(self, path: str) -> str | None:
-        """Why a normalised host path reaches GPU devices, or None."""
+        """Why a normalised host path reaches GPU devices or the node, or None."""
+        found = self.reach(path)
+        return found.why if found is not None else None
+
+    def reach(self, path: str) -> Reach | None:
+        """What a normalised host path reaches, whether mounted read-only or not."""
+        path = canonical(path)
+        why = self._device(path)
+        if why is not None:
+            return Reach("device", why)
+        for root in self.driver_roots:
+            if path.startswith(root + "/dev") and _under(path, root + "/dev"):
+                inner = self._device(path[len(root) :])
+                if inner is not None:
+                    return Reach("device", f"{inner}: driver root {root} holds the node's devices")
+        below = _holding(path, self.root_targets)
+        if below:
+            return Reach("device", f"a parent of GPU device paths ({listing(below)})")
+        return self._socket(path)
+
+    def _device(self, path: str) -> str | None:
         link = _HOST_PROCESS_LINK.match(path)
         if link is not None:
             kind = link.group(1).split("/", 1)[0]
@@ -89,9 +196,67 @@ class DevicePaths:
         # docs/policies.md for why a host /proc mount is no way to the host's root.
         if path != "/" and not path.startswith("/dev"):
             return None
-        prefix = "/" if path == "/" else path + "/"
-        below = [t for t in self.dev_targets if t.startswith(prefix)]
+        below = _holding(path, self.dev_targets)
         return f"a parent of GPU device paths ({listing(below)})" if below else None
+
+    def _socket(self, path: str) -> Reach | None:
+        if path in self.runtime_sockets:
+            return Reach("runtime-socket", f"the container runtime socket {path}")
+        below = _holding(path, self.runtime_sockets)
+        if below:
+            return Reach(
+                "runtime-socket",
+                f"a directory holding container runtime sockets ({listing(below)})",
+            )
+        inside = _within(path, self.kubelet_socket_dirs)
+        if inside is not None:
+            where = "" if path == inside else "inside "
+            return Reach("kubelet-socket", f"{where}the kubelet's socket directory {inside}")
+        below = _holding(path, self.kubelet_socket_dirs)
+        if below:
+            return Reach(
+                "kubelet-socket",
+                f"a directory holding the kubelet's socket directories ({listing(below)})",
+            )
+        return None
+
+    def writable(self, path: str, *, read_only: bool, recursive: bool) -> Reach | None:
+        """What a mount of a normalised host path reaches through being writable: a
+        device-configuration directory (CDI specs, sysfs PCI devices), the mount being
+        writable there (not readOnly, or readOnly but not recursively across the
+        filesystem that holds it)."""
+        path = canonical(path)
+        for directory, what in self.config_dirs:
+            inside = _under(path, directory)
+            if not inside and not directory.startswith(path + "/") and path != "/":
+                continue
+            if read_only and (recursive or _under(path, filesystem_of(directory))):
+                continue
+            if inside:
+                where = "" if path == directory else "inside "
+                return Reach("device-config", f"{where}{what} {directory}")
+            return Reach("device-config", f"a parent of {what} {directory}")
+        return None
+
+    def below(self, path: str, *, writable: bool) -> Reach | None:
+        """What lies strictly below a host path that a sub path might reach (for a sub
+        path admission cannot know): the first kind found, and every target in words."""
+        path = canonical(path)
+        prefix = "/" if path == "/" else path + "/"
+        found: list[tuple[HostKind, str]] = [
+            ("device", t)
+            for t in (*self.paths, *self.directories, *self.root_targets)
+            if t.startswith(prefix)
+        ]
+        if _PROC_PID.fullmatch(path):
+            found.append(("device", "/proc/<pid>/root"))
+        found += [("runtime-socket", s) for s in self.runtime_sockets if s.startswith(prefix)]
+        found += [("kubelet-socket", s) for s in self.kubelet_socket_dirs if s.startswith(prefix)]
+        if writable:
+            found += [("device-config", d) for d, _ in self.config_dirs if d.startswith(prefix)]
+        if not found:
+            return None
+        return Reach(found[0][0], listing(t for _, t in found))
 
 
 Vendor = Literal["NVIDIA", "AMD", "Intel"]

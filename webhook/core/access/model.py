@@ -32,8 +32,10 @@ from webhook.core.access.grants import (
     PodAccess,
     PodClaim,
 )
-from webhook.core.access.hostpaths import DevicePaths, joined, normalise
+from webhook.core.access.hostpaths import DevicePaths, Reach, joined, normalise
+from webhook.core.access.privilege import Privilege, container_privileges, pod_host_process
 from webhook.core.access.shares import Share, gpu_shares
+from webhook.core.access.subpaths import Env, Unknowable, expand_sub_path
 from webhook.core.workloads.pods import ContainerRef, PodView
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "HostPath",
     "PodAccess",
     "PodClaim",
+    "Privilege",
     "Share",
     "annotation_prefix",
     "gpu_amounts",
@@ -81,6 +84,7 @@ class AccessRules:
         safe_values: tuple[str, ...],
         cdi_prefixes: tuple[str, ...],
         device_prefixes: tuple[str, ...],
+        host: Mapping[str, tuple[str, ...]] | None = None,
     ) -> AccessRules:
         families: tuple[tuple[Channel, tuple[str, ...]], ...] = (
             ("device-annotation", device_prefixes),
@@ -90,7 +94,8 @@ class AccessRules:
         root = normalise(device_list_dir)
         return cls(
             gpus,
-            DevicePaths.of(paths=device_paths, directories=device_directories),
+            # host: the other kinds of host path (DevicePaths.of's keywords)
+            DevicePaths.of(paths=device_paths, directories=device_directories, **(host or {})),
             root,
             root.rsplit("/", 1)[-1],
             frozenset(env_vars),
@@ -127,12 +132,12 @@ def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
 
 
 class _HostVolume:
-    __slots__ = ("index", "name", "path", "raw", "users", "why")
+    __slots__ = ("index", "name", "path", "raw", "reach", "users")
 
     def __init__(self, index: int, name: str, raw: str, devices: DevicePaths) -> None:
         self.index, self.name, self.raw = index, name, raw
         self.path = normalise(raw)
-        self.why = devices.reason(self.path)
+        self.reach = devices.reach(self.path)
         self.users: list[ContainerRef] = []
 
 
@@ -145,11 +150,16 @@ def _scan(pod: PodView, rules: AccessRules) -> PodAccess:
     items = spec.get("resourceClaims")
     claims = _pod_claims(pod, items) if type(items) is list and items else ()
     for c in pod.containers:
-        _container(c, rules, hosts, claims, found)
+        _container(pod, c, rules, hosts, claims, found)
     if pod.annotations:
         _annotations(pod, rules, found)
     if volumes:
         _volume_grants(pod, volumes, found)
+    host_process = pod_host_process(pod) if "securityContext" in spec else None
+    if host_process is not None:
+        _add(
+            found, Grant("privileged", host_process, pod.containers, "", Privilege("host-process"))
+        )
     requests = gpu_requests(pod, gpus=rules.gpus)
     shares = gpu_shares(pod)
     if not found:
@@ -183,11 +193,11 @@ def _volume_grants(pod: PodView, volumes: list[_HostVolume], found: _Found) -> N
             pod.where("volumes", v.index, "hostPath", "path"),
             tuple(v.users),
             v.path,
-            HostPath(v.name, v.raw, v.path),
-            v.why,
+            HostPath(v.name, v.raw, v.path, kind=v.reach.kind),
+            v.reach.why,
         )
         for v in volumes
-        if v.why is not None
+        if v.reach is not None
     ]
     if grants:  # the volumes first, then subPaths into harmless ones
         found["host-path"] = grants + found.get("host-path", [])
@@ -198,6 +208,7 @@ def _add(found: _Found, grant: Grant) -> None:
 
 
 def _container(
+    pod: PodView,
     c: ContainerRef,
     rules: AccessRules,
     hosts: dict[str, _HostVolume],
@@ -215,9 +226,9 @@ def _container(
     if type(mounts) is list and mounts:
         _mounts(c, mounts, rules, hosts, found)
     security = spec.get("securityContext")
-    if security and _is_map(security) and security.get("privileged") is True:
-        path = (*c.path, "securityContext", "privileged")
-        _add(found, Grant("privileged", path, (c,), c.name))
+    if security and _is_map(security):
+        for path, privilege in container_privileges(pod, c, security):
+            _add(found, Grant("privileged", path, (c,), c.name, privilege))
     resources = spec.get("resources")
     uses = resources.get("claims") if resources and _is_map(resources) else None
     if type(uses) is list and uses:
@@ -301,20 +312,39 @@ def _host_mount(
 ) -> None:
     if not any(u is c for u in volume.users):
         volume.users.append(c)
-    if volume.why is not None:
+    if volume.reach is not None:
         return  # the volume itself is the grant
     # The kubelet joins a subPath to the volume's host path: /proc with driver/nvidia is
-    # /proc/driver/nvidia. A subPathExpr is joined as written when it expands nothing.
-    for field in ("subPath", "subPathExpr"):
-        sub = mount.get(field)
-        if type(sub) is not str or not sub or (field == "subPathExpr" and "$(" in sub):
-            continue
-        path = joined(volume.path, sub)
-        why = rules.devices.reason(path)
-        if why is not None:
-            where = (*c.path, "volumeMounts", index, field)
-            detail = HostPath(volume.name, volume.raw, volume.path, sub)
-            _add(found, Grant("host-path", where, (c,), path, detail, why))
+    # /proc/driver/nvidia; a subPathExpr first expanded with the container's env.
+    field, sub = "subPath", mount.get("subPath")
+    expr = mount.get("subPathExpr")
+    if type(expr) is str and expr:
+        field, sub = "subPathExpr", expand_sub_path(expr, Env(c.spec)) if "$" in expr else expr
+        if sub is None:
+            return  # the kubelet refuses it (an empty or missing variable): no mount
+    elif type(sub) is not str or not sub:
+        sub = None
+    where = (*c.path, "volumeMounts", index)
+    read_only = mount.get("readOnly") is True
+    if isinstance(sub, Unknowable):
+        below = rules.devices.below(volume.path, writable=not read_only)
+        if below is not None:
+            detail = HostPath(volume.name, volume.raw, volume.path, expr, kind=below.kind)
+            names = ", ".join(sub.names)
+            why = f"any path below it ({names} cannot be known at admission): {below.why}"
+            _add(found, Grant("host-path", (*where, field), (c,), volume.path, detail, why, True))
+        return
+    path = volume.path if sub is None else joined(volume.path, sub)
+    reach: Reach | None = None if sub is None else rules.devices.reach(path)
+    if reach is None:
+        recursive = mount.get("recursiveReadOnly") == "Enabled"
+        reach = rules.devices.writable(path, read_only=read_only, recursive=recursive)
+        if reach is not None and sub is None:
+            field = "readOnly"
+    if reach is not None:
+        raw = expr if field == "subPathExpr" else sub
+        detail = HostPath(volume.name, volume.raw, volume.path, raw, kind=reach.kind)
+        _add(found, Grant("host-path", (*where, field), (c,), path, detail, reach.why))
 
 
 def _annotations(pod: PodView, rules: AccessRules, found: _Found) -> None:

@@ -4,7 +4,8 @@ Most Pods of a cluster ask for no GPU and reach none, and evaluating one still c
 its targets and access model (~25 us): half of what an audit spends per Pod. A check
 finds something in a pod only through a field it declares as a trigger
 (webhook.core.engine.reads): an extended resource, a DRA claim, a hostPath volume,
-`privileged`, envFrom, an env variable or mount path or annotation it names. The
+a securityContext key of a container or of the pod (privileged, capabilities,
+windowsOptions), envFrom, an env variable or mount path or annotation it names. The
 pre-filter is built from the union of what the loaded checks declare, so a new check
 is filtered for exactly what it reads, and one that declares `every_field` turns the
 filter off.
@@ -34,7 +35,8 @@ class Prefilter:
     extended: bool  # a resource name with "/"
     claims: bool
     host_paths: bool
-    privileged: bool
+    security: frozenset[str]  # keys of a container's securityContext
+    pod_security: frozenset[str]  # keys of the pod's securityContext
     env_from: bool
     env_vars: frozenset[str]
     mount_parts: tuple[str, ...]  # a mount path holding one of these
@@ -52,7 +54,8 @@ class Prefilter:
             reads.extended_resources,
             reads.claims,
             reads.host_paths,
-            reads.privileged,
+            reads.security,
+            reads.pod_security,
             reads.env_from,
             reads.env,
             tuple(sorted(reads.mount_paths)),
@@ -94,6 +97,10 @@ class Prefilter:
         spec = holder.get("spec")
         if spec is not None:
             if type(spec) is not dict or (self.claims and "resourceClaims" in spec):
+                return False
+            if self.pod_security and not self._security(
+                spec.get("securityContext"), self.pod_security
+            ):
                 return False
             for field in CONTAINER_FIELDS:
                 containers = spec.get(field)
@@ -153,18 +160,20 @@ class Prefilter:
                     for k in amounts:
                         if type(k) is not str or "/" in k:
                             return False
-        security = c.get("securityContext")
-        if (
-            security is not None
-            and self.privileged
-            and (type(security) is not dict or "privileged" in security)
-        ):
+        if self.security and not self._security(c.get("securityContext"), self.security):
             return False
         env = c.get("env")
         if env is not None and self.env_vars and not self._env(env):
             return False
         mounts = c.get("volumeMounts")
         return mounts is None or not self.mount_parts or self._mounts(mounts)
+
+    @staticmethod
+    def _security(security: Any, keys: frozenset[str]) -> bool:
+        """No securityContext, or one that holds none of these keys."""
+        if security is None:
+            return True
+        return type(security) is dict and keys.isdisjoint(security)
 
     def _env(self, env: Any) -> bool:
         if type(env) is not list:

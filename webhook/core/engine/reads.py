@@ -31,7 +31,8 @@ class Reads:
     extended_resources: bool = False  # a resource name with a "/" in limits or requests
     claims: bool = False  # spec.resourceClaims, a container's resources.claims
     host_paths: bool = False  # a hostPath volume
-    privileged: bool = False  # a container's securityContext.privileged
+    security: frozenset[str] = _EMPTY  # keys of a container's securityContext (privileged, ...)
+    pod_security: frozenset[str] = _EMPTY  # keys of the pod's spec.securityContext
     env_from: bool = False  # a container's envFrom (what it sets cannot be seen)
     env: frozenset[str] = _EMPTY  # env variables by name
     mount_paths: frozenset[str] = _EMPTY  # a mountPath that holds one of these
