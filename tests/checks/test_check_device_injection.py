@@ -151,7 +151,14 @@ def mount_pod(mount_path: str) -> dict[str, Any]:
         ("/var/run/nvidia-container-devices", "/var/run/nvidia-container-devices"),
         ("/var/run/nvidia-container-devices/GPU-8a3e2f4c", "/var/run/nvidia-container-devices/GPU"),
         ("//var/run/./nvidia-container-devices/0/", "/var/run/nvidia-container-devices/0"),
-        ("/var/run/nvidia-container-devices-x", None),
+        # The toolkit matches the cleaned mount destination by prefix, with no separator
+        # (cuda_image.go requestsFromMounts): "devicesall" asks for "all", "-x" for "-x".
+        ("/var/run/nvidia-container-devicesall", "/var/run/nvidia-container-devicesall"),
+        ("/var/run/nvidia-container-devices-x", "/var/run/nvidia-container-devices-x"),
+        ("/var/run/nvidia-container-devices..all", "/var/run/nvidia-container-devices..all"),
+        # Not the path the toolkit reads: /run is /var/run on the node, not in the spec.
+        ("/run/nvidia-container-devices/all", None),
+        ("/var/run/nvidia-container-device", None),
         ("/var/run/secrets/nvidia", None),
     ],
 )

@@ -34,6 +34,7 @@ class Reads:
     privileged: bool = False  # a container's securityContext.privileged
     env_from: bool = False  # a container's envFrom (what it sets cannot be seen)
     env: frozenset[str] = _EMPTY  # env variables by name
+    env_prefixes: frozenset[str] = _EMPTY  # env variables by the start of their name
     mount_paths: frozenset[str] = _EMPTY  # a mountPath that holds one of these
     annotations: frozenset[str] = _EMPTY  # annotation keys
     annotation_prefixes: frozenset[str] = _EMPTY  # annotation keys by their part before "/"
