@@ -321,7 +321,7 @@ def _share_env(g: Grant, access: PodAccess, params: Params) -> Violation:
     return Violation(
         "share-limit-env",
         g.path,
-        f"{_sets(c, g)} while it {asks(share).partition(' asks ')[2]}: {effect}. Remove the "
+        f"{_sets(c, g)} while it asks {asks(share).partition(' asks ')[2]}: {effect}. Remove the "
         f"variable and ask for the share's size through its resources.",
     )
 

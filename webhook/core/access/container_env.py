@@ -148,8 +148,11 @@ class ContainerEnv:
                 return ""
             return f"$({ref})"  # no such variable: the kubelet leaves it as written
         if found.state == "unknowable":
-            origin = "envFrom" if found.entry is None else "valueFrom"
-            unknown.append(f"$({ref}) comes from {origin}")
+            if found.entry is None or found.why == "valueFrom":
+                origin = "envFrom" if found.entry is None else "valueFrom"
+                unknown.append(f"$({ref}) comes from {origin}")
+            else:
+                unknown.append(f"$({ref}) cannot be known either")
             return ""
         return found.value or ""
 

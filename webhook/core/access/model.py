@@ -280,6 +280,8 @@ def _env_from(
             n
             for n in rules.env_order
             if len(n) > len(prefix) and n.startswith(prefix) and n not in pinned
+        ) + tuple(
+            f"{p}*" for p in rules.env.prefixes if p.startswith(prefix) or prefix.startswith(p)
         )
         if not names:
             continue
