@@ -377,3 +377,25 @@ def test_check_cli_reports_the_runtime_rules(tmp_path: Path) -> None:
         ("hami", "share-limit-env"),
         ("legacy", "legacy-image-env"),
     }
+
+
+# --- upstream examples (tests/realworld/SOURCES.md) stay allowed; one override denies ------
+
+REAL = ("hami/default_use.yaml", "hami/use_memory_fraction.yaml", "volcano-vgpu/vgpu-case02.yml")
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_upstream_share_examples_and_their_escapes(name: str) -> None:
+    import copy
+
+    import yaml
+
+    from tests.support.paths import TESTS
+
+    docs = [d for d in yaml.safe_load_all((TESTS / "realworld" / name).read_text()) if d]
+    for obj in docs:
+        assert judged(obj) == [], name
+        escaped = copy.deepcopy(obj)
+        spec = escaped["spec"].get("template", {}).get("spec") or escaped["spec"]
+        spec["containers"][0].setdefault("env", []).append(e("CUDA_DISABLE_CONTROL", "true"))
+        assert judged(escaped) == ["share-limit-env"], name

@@ -18,9 +18,10 @@ df5f02437d38bc34f37e48b584b83a7227db3977) builds it thus:
    device plugin returned in its Allocate response: the pod's own value wins.
 
 Image env is not part of it (the runtime merges the image's variables under these), so
-"unset" here means "whatever the image says". Worked out per container in one forward
-pass over its env, as the kubelet does; nothing is cached by user text, and an expansion
-that grows past MAX_VALUE characters is reported as unknowable rather than built.
+"unset" here means "whatever the image says". A name's last entry decides; only a value
+with a `$` needs the kubelet's forward pass over the entries before it (done once per
+container). Nothing is cached by user text, and an expansion that grows past MAX_VALUE
+characters is reported as unknowable rather than built.
 """
 
 from __future__ import annotations
@@ -55,9 +56,12 @@ class EnvFromSource(NamedTuple):
 
 
 class ContainerEnv:
-    """One container's env, resolved as the kubelet resolves it."""
+    """One container's env, resolved as the kubelet resolves it.
 
-    __slots__ = ("_names", "env_from", "values")
+    A name's value is its last entry's, worked out when asked; only a value with a `$`
+    gets the kubelet's forward pass over the entries before it."""
+
+    __slots__ = ("_env", "_resolved", "env_from")
 
     def __init__(self, env: Sequence[Any], env_from: Sequence[Any]) -> None:
         self.env_from = tuple(
@@ -66,22 +70,45 @@ class ContainerEnv:
             if isinstance(s, Mapping)
             for p in (s.get("prefix"),)
         )
-        self.values: dict[str, EnvValue] = {}
-        self._names: set[str] = set()
-        for index, item in enumerate(env):
-            name = item.get("name") if isinstance(item, Mapping) else None
-            if type(name) is str:
-                self.values[name] = self._entry(index, item)
+        self._env = env
+        self._resolved: dict[str, EnvValue] | None = None  # the forward pass, once needed
+
+    def _forward(self) -> dict[str, EnvValue]:
+        """The kubelet's pass, entry by entry, each seeing those before it."""
+        if self._resolved is None:
+            values: dict[str, EnvValue] = {}
+            for index, item in enumerate(self._env):
+                name = item.get("name") if isinstance(item, Mapping) else None
+                if type(name) is str:
+                    values[name] = self._entry(index, item, values)
+            self._resolved = values
+        return self._resolved
 
     def get(self, name: str) -> EnvValue:
         """The variable's final value: set by env, maybe set by envFrom, or unset."""
-        found = self.values.get(name)
+        found = self.set_by_env(name)
         if found is not None:
             return found
         sources = self.may_set(name)
         if sources:
             return EnvValue("unknowable", why="envFrom", sources=sources)
         return UNSET
+
+    def set_by_env(self, name: str) -> EnvValue | None:
+        """What the container's `env` (not envFrom) makes of `name`, None if it has none.
+        The last entry of the name decides; only a value with a `$` needs the entries
+        before it (nearly every env has none: no pass over the whole list)."""
+        if self._resolved is not None:
+            return self._resolved.get(name)
+        env = self._env
+        for index in range(len(env) - 1, -1, -1):
+            item = env[index]
+            if isinstance(item, Mapping) and item.get("name") == name:
+                value = item.get("value")
+                if type(value) is str and "$" in value:
+                    return self._forward().get(name)
+                return self._entry(index, item, {})
+        return None
 
     def may_set(self, name: str) -> tuple[int, ...]:
         """The envFrom entries whose keys, with their prefix, can form `name` (a key is
@@ -92,18 +119,18 @@ class ContainerEnv:
             if len(name) > len(s.prefix) and name.startswith(s.prefix)
         )
 
-    def _entry(self, index: int, item: Mapping[str, Any]) -> EnvValue:
+    def _entry(self, index: int, item: Mapping[str, Any], before: dict[str, EnvValue]) -> EnvValue:
         raw = item.get("value")
         written = raw if type(raw) is str else "" if raw is None else str(raw)
         if written:  # a non-empty value wins over valueFrom, as the kubelet reads it
             if "$" not in written:
                 return EnvValue("set", written, index)
-            return self._expand(index, written)
+            return self._expand(index, written, before)
         if item.get("valueFrom") is not None:
             return EnvValue("unknowable", entry=index, why="valueFrom")
         return EnvValue("set", "", index)
 
-    def _expand(self, index: int, written: str) -> EnvValue:
+    def _expand(self, index: int, written: str, before: dict[str, EnvValue]) -> EnvValue:
         out: list[str] = []
         size = 0
         unknown: list[str] = []
@@ -122,7 +149,7 @@ class ContainerEnv:
                     checkpoint = cursor
                     continue
                 ref = written[cursor + 2 : close]
-                piece = self._reference(ref, unknown)
+                piece = self._reference(ref, before, unknown)
                 cursor = close + 1
             else:  # `$$` is one `$`; `$x` stays `$x`
                 piece = "$" if nxt == "$" else "$" + nxt
@@ -138,8 +165,8 @@ class ContainerEnv:
             return EnvValue("unknowable", entry=index, written=written, why=_because(unknown))
         return EnvValue("set", "".join(out), index, written)
 
-    def _reference(self, ref: str, unknown: list[str]) -> str:
-        found = self.values.get(ref)  # the entries before this one: the map so far
+    def _reference(self, ref: str, before: dict[str, EnvValue], unknown: list[str]) -> str:
+        found = before.get(ref)  # the entries before this one: the map so far
         if found is None and self.may_set(ref):
             found = EnvValue("unknowable", why="envFrom")
         if found is None:

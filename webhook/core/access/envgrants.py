@@ -78,43 +78,68 @@ class EnvNames(NamedTuple):
     features: frozenset[str]
     legacy: bool  # judge the legacy-image rule
     is_safe: Callable[[str], bool]  # a policy's extra safe values (none, void, "")
+    every_name: frozenset[str]  # all of the names above, and the share and legacy ones
+    every_prefix: tuple[str, ...]
 
-    def watched(self, name: str) -> bool:
-        return (
-            name in self.device_lists
-            or name in self.features
-            or name in SHARE_ENV_NAMES
-            or (self.legacy and name in (CUDA_VERSION, REQUIRE_CUDA))
-            or name.startswith(self.prefixes)
-            or name.startswith(LIMIT_PREFIXES)
+    @classmethod
+    def of(
+        cls,
+        *,
+        device_lists: frozenset[str],
+        prefixes: tuple[str, ...],
+        features: frozenset[str],
+        legacy: bool,
+        is_safe: Callable[[str], bool],
+    ) -> EnvNames:
+        legacy_names = frozenset({CUDA_VERSION, REQUIRE_CUDA}) if legacy else frozenset()
+        every = device_lists | features | SHARE_ENV_NAMES | legacy_names
+        return cls(
+            device_lists, prefixes, features, legacy, is_safe, every, prefixes + LIMIT_PREFIXES
         )
+
+
+def watched(env: list[Any], names: EnvNames) -> list[str]:
+    """The names in the env the model reads (one lookup per entry; most envs: none)."""
+    every, prefixes = names.every_name, names.every_prefix
+    found: list[str] = []
+    for item in env:
+        name = item.get("name") if type(item) is dict or isinstance(item, Mapping) else None
+        if type(name) is not str or name in found:
+            continue
+        if name in every or name.startswith(prefixes):
+            found.append(name)
+    return found
 
 
 def env_grants(
     pod: PodView,
     c: ContainerRef,
     names: EnvNames,
+    present: list[str],
     *,
     nvidia_request: bool,
     shares: tuple[Share, ...],
 ) -> list[Grant]:
-    """Every grant the container's env makes (the caller saw a watched name in it)."""
+    """Every grant the container's env makes through the `present` watched names."""
     env = container_env(pod, c)
     kai = _kai_entries(pod, c, shares)
     found: list[Grant] = []
-    for name, setting in env.values.items():
+    for name in present:
         if name in names.device_lists or (names.prefixes and name.startswith(names.prefixes)):
+            setting = env.get(name)
             if not _safe(name, setting, names) and setting.entry not in kai:
                 found.append(_grant("env", c, name, setting))
-        elif name in names.features and _feature_on(setting):
-            found.append(_grant("feature-env", c, name, setting))
+        elif name in names.features:
+            setting = env.get(name)
+            if _feature_on(setting):
+                found.append(_grant("feature-env", c, name, setting))
     if names.legacy and not nvidia_request:
         legacy = _legacy(env, names)
         if legacy is not None:
             found.append(_grant("legacy-env", c, *legacy))
     share = next((s for s in shares if s.container is c and s.mechanism in LIMITED), None)
     if share is not None:
-        found.extend(_share_grants(c, env, share))
+        found.extend(_share_grants(c, env, share, present))
     found.sort(key=lambda g: g.path[-1])  # in the order of the env list
     return found
 
@@ -140,7 +165,7 @@ def _legacy(env: ContainerEnv, names: EnvNames) -> tuple[str, EnvValue] | None:
     """The entry that makes the image legacy while no device list is set, if any."""
     if env.get("NVIDIA_VISIBLE_DEVICES").state != "unset":
         return None  # the device list is set (reported, or safe): the legacy rule is off
-    version, require = env.values.get(CUDA_VERSION), env.values.get(REQUIRE_CUDA)
+    version, require = env.set_by_env(CUDA_VERSION), env.set_by_env(REQUIRE_CUDA)
     if require is not None and not (require.state == "set" and require.value == ""):
         return None  # a requirement the pod sets (or cannot show) keeps the image modern
     if version is not None and (version.state == "unknowable" or version.value):
@@ -150,9 +175,14 @@ def _legacy(env: ContainerEnv, names: EnvNames) -> tuple[str, EnvValue] | None:
     return None
 
 
-def _share_grants(c: ContainerRef, env: ContainerEnv, share: Share) -> list[Grant]:
+def _share_grants(
+    c: ContainerRef, env: ContainerEnv, share: Share, present: list[str]
+) -> list[Grant]:
     found = []
-    for name, setting in env.values.items():
+    for name in present:
+        if name not in SHARE_ENV_NAMES and not name.startswith(LIMIT_PREFIXES):
+            continue
+        setting = env.get(name)
         if name == DISABLE_CONTROL:
             if _disables(c, setting, share):
                 found.append(_grant("share-env", c, name, setting))
@@ -214,4 +244,4 @@ def _config_map_key(item: Any) -> tuple[Any, Any] | None:
     return (ref.get("name"), ref.get("key")) if isinstance(ref, Mapping) else None
 
 
-__all__ = ["AMD_PREFIX", "EnvGrant", "EnvNames", "env_grants", "kai_env_from"]
+__all__ = ["AMD_PREFIX", "EnvGrant", "EnvNames", "env_grants", "kai_env_from", "watched"]

@@ -23,7 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from webhook.core.access.envgrants import EnvGrant, EnvNames, env_grants, kai_env_from
+from webhook.core.access.envgrants import (
+    EnvGrant,
+    EnvNames,
+    env_grants,
+    kai_env_from,
+    watched,
+)
 from webhook.core.access.gpuresources import GpuResources, gpu_amounts, gpu_requests, gpu_resources
 from webhook.core.access.grants import (
     CHANNELS,
@@ -99,12 +105,12 @@ class AccessRules:
         heads = {annotation_prefix(p): channel for channel, ps in families for p in ps}
         root = normalise(device_list_dir)
         safe = frozenset(v.strip().lower() for v in safe_values)
-        names = EnvNames(
-            frozenset(env_vars),
-            env_prefixes,
-            frozenset(feature_env_vars),
-            legacy_images,
-            lambda value: value.strip().lower() in safe,
+        names = EnvNames.of(
+            device_lists=frozenset(env_vars),
+            prefixes=env_prefixes,
+            features=frozenset(feature_env_vars),
+            legacy=legacy_images,
+            is_safe=lambda value: value.strip().lower() in safe,
         )
         return cls(
             gpus,
@@ -229,9 +235,10 @@ def _container(
 ) -> None:
     spec = c.spec
     env = spec.get("env")
-    if type(env) is list and env and _watches(env, rules.env):
+    present = watched(env, rules.env) if type(env) is list and env else None
+    if present:
         nvidia = any(a.container is c and a.resource.startswith("nvidia.com/") for a in requests)
-        for grant in env_grants(pod, c, rules.env, nvidia_request=nvidia, shares=shares):
+        for grant in env_grants(pod, c, rules.env, present, nvidia_request=nvidia, shares=shares):
             _add(found, grant)
     env_from = spec.get("envFrom")
     if type(env_from) is list and env_from:
@@ -247,15 +254,6 @@ def _container(
     uses = resources.get("claims") if resources and _is_map(resources) else None
     if type(uses) is list and uses:
         _claim_uses(c, uses, claims, found)
-
-
-def _watches(env: list[Any], names: EnvNames) -> bool:
-    """Whether the env names a variable the model reads: one lookup per entry."""
-    for item in env:
-        name = item.get("name") if _is_map(item) else None
-        if type(name) is str and names.watched(name):
-            return True
-    return False
 
 
 def _env_from(
