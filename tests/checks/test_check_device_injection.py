@@ -150,7 +150,14 @@ def mount_pod(mount_path: str) -> dict[str, Any]:
         ("/var/run/nvidia-container-devices", "/var/run/nvidia-container-devices"),
         ("/var/run/nvidia-container-devices/GPU-8a3e2f4c", "/var/run/nvidia-container-devices/GPU"),
         ("//var/run/./nvidia-container-devices/0/", "/var/run/nvidia-container-devices/0"),
-        ("/var/run/nvidia-container-devices-x", None),
+        # The toolkit matches the cleaned mount destination by prefix, with no separator
+        # (cuda_image.go requestsFromMounts): "devicesall" asks for "all", "-x" for "-x".
+        ("/var/run/nvidia-container-devicesall", "/var/run/nvidia-container-devicesall"),
+        ("/var/run/nvidia-container-devices-x", "/var/run/nvidia-container-devices-x"),
+        ("/var/run/nvidia-container-devices..all", "/var/run/nvidia-container-devices..all"),
+        # Not the path the toolkit reads: /run is /var/run on the node, not in the spec.
+        ("/run/nvidia-container-devices/all", None),
+        ("/var/run/nvidia-container-device", None),
         ("/var/run/secrets/nvidia", None),
     ],
 )
@@ -539,6 +546,10 @@ def test_another_device_list_variable_beside_a_gpu_request() -> None:
 # --- envFrom: what admission cannot see is a warning --------------------------------------
 
 ALL_NAMES = (
+    "NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES, "
+    "NVIDIA_IMEX_CHANNELS, AMD_VISIBLE_DEVICES or DOCKER_RESOURCE_*"
+)
+NVIDIA_NAMES = (
     "NVIDIA_VISIBLE_DEVICES, NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES or "
     "NVIDIA_IMEX_CHANNELS"
 )
@@ -549,18 +560,19 @@ ALL_NAMES = (
     [
         ({"configMapRef": {"name": "settings"}}, [], ALL_NAMES),
         ({"secretRef": {"name": "creds"}}, [], ALL_NAMES),
-        ({"configMapRef": {"name": "s"}, "prefix": "NVIDIA_"}, [], ALL_NAMES),
+        ({"configMapRef": {"name": "s"}, "prefix": "NVIDIA_"}, [], NVIDIA_NAMES),
         (
             {"configMapRef": {"name": "s"}, "prefix": "NVIDIA_MIG_"},
             [],
             "NVIDIA_MIG_CONFIG_DEVICES or NVIDIA_MIG_MONITOR_DEVICES",
         ),
-        ({"configMapRef": {"name": "s"}, "prefix": "N"}, [], ALL_NAMES),
+        ({"configMapRef": {"name": "s"}, "prefix": "N"}, [], NVIDIA_NAMES),
         # env wins over envFrom: a name the container pins itself is closed.
         (
             {"configMapRef": {"name": "s"}},
             [{"name": NVD, "value": "void"}],
-            "NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES or NVIDIA_IMEX_CHANNELS",
+            "NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES, NVIDIA_IMEX_CHANNELS, "
+            "AMD_VISIBLE_DEVICES or DOCKER_RESOURCE_*",
         ),
         # Prefixes that cannot form any of the names: no grant at all.
         ({"configMapRef": {"name": "s"}, "prefix": "APP_"}, [], None),
@@ -610,7 +622,7 @@ def test_env_from_beside_a_gpu_request_message_in_full() -> None:
     (message,) = messages(run(POLICY, pod(c)))
     assert message == (
         'container "main" takes variables from Secret "creds" with prefix "NVIDIA_" '
-        f"(spec.containers[0].envFrom[0].secretRef), which may set {ALL_NAMES}: what the "
+        f"(spec.containers[0].envFrom[0].secretRef), which may set {NVIDIA_NAMES}: what the "
         "Secret holds is not known at admission, and a device list there overrides the GPUs "
         "the device plugin allocated. Give envFrom a prefix that cannot form these names (e.g. "
         "APP_), or take only the keys the container needs with env valueFrom."

@@ -264,7 +264,9 @@ def test_grant_details() -> None:
     )
     access = access_of(obj)
     by = {g.channel: g for g in access.grants}
-    assert by["env"].value is None  # valueFrom: nothing to show, nothing proven
+    # valueFrom: nothing to show, nothing proven
+    assert by["env"].value.setting[:3] == ("unknowable", None, 0)
+    assert by["env"].value.setting.why == "valueFrom"
     assert by["env-from"].unknowable
     assert by["env-from"].value == EnvFrom(
         "Secret",

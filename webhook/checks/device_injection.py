@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
+from webhook.core.access.envgrants import LIMIT_PREFIXES, SHARE_ENV_NAMES
 from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
 from webhook.core.access.hostpaths import CDI_WHAT, device_vendors
 from webhook.core.access.model import (
     AccessRules,
     EnvFrom,
+    EnvGrant,
     GpuResources,
     Grant,
     HostPath,
@@ -30,7 +32,13 @@ from webhook.core.access.model import (
     gpu_resources,
     pod_access,
 )
-from webhook.core.access.shares import SHARE_ANNOTATIONS
+from webhook.core.access.runtimes import (
+    CUDA_VERSION,
+    FEATURE_DEVICES,
+    REQUIRE_CUDA,
+    vendor_of,
+)
+from webhook.core.access.shares import SHARE_ANNOTATIONS, asks
 from webhook.core.engine.check import Check, CheckParams, ParamError, Rule, camel
 from webhook.core.engine.context import Context
 from webhook.core.engine.reads import Reads
@@ -117,7 +125,13 @@ class Params(CheckParams):
         "NVIDIA_MIG_CONFIG_DEVICES",
         "NVIDIA_MIG_MONITOR_DEVICES",
         "NVIDIA_IMEX_CHANNELS",
+        "AMD_VISIBLE_DEVICES",
     )
+    # AMD's runtime reads any DOCKER_RESOURCE_* as a device list (ROCm/container-toolkit
+    # internal/oci/oci.go getAMDEnv).
+    env_prefixes: tuple[str, ...] = ("DOCKER_RESOURCE_",)
+    feature_env_vars: tuple[str, ...] = tuple(FEATURE_DEVICES)
+    legacy_image_env: bool = True
     safe_env_values: tuple[str, ...] = ("none", "void", "")
     gpu_resources: tuple[str, ...] = DEVICE_PLUGIN_GPUS
     cdi_annotation_prefixes: tuple[str, ...] = (
@@ -133,6 +147,8 @@ class Params(CheckParams):
         "mounts.nri.io/",
         "devices.gke.io/",
     )
+    # Whole keys: CRI-O's devices annotation (V2 and its V1 spelling) has no "/".
+    device_annotation_keys: tuple[str, ...] = ("devices.crio.io", "io.kubernetes.cri-o.Devices")
     deny_privileged: bool = True
 
     def __post_init__(self) -> None:
@@ -166,6 +182,10 @@ class Params(CheckParams):
                 "cdi_spec_dirs": self.cdi_spec_dirs,
                 "sysfs_device_dirs": self.sysfs_device_dirs,
             },
+            env_prefixes=self.env_prefixes,
+            feature_env_vars=self.feature_env_vars,
+            legacy_images=self.legacy_image_env,
+            device_annotation_keys=self.device_annotation_keys,
         )
 
 
@@ -289,32 +309,51 @@ def _device_list_mount(g: Grant, access: PodAccess, params: Params) -> Violation
     )
 
 
-def _requested(access: PodAccess, c: ContainerRef) -> str | None:
-    """The first NVIDIA GPU resource the container requests, if any: the device-list
-    variables are the NVIDIA runtime's, which an AMD or Intel request does not feed."""
+_VENDOR_GROUP = {"NVIDIA": "nvidia.com/", "AMD": "amd.com/"}
+
+
+def _requested(access: PodAccess, c: ContainerRef, vendor: str = "NVIDIA") -> str | None:
+    """The first GPU resource of `vendor` the container requests, if any: a device-list
+    variable is one runtime's, which another vendor's request does not feed."""
+    group = _VENDOR_GROUP[vendor]
     return next(
-        (
-            a.resource
-            for a in access.requests
-            if a.container is c and a.resource.startswith("nvidia.com/")
-        ),
+        (a.resource for a in access.requests if a.container is c and a.resource.startswith(group)),
         None,
     )
 
 
+def _sets(c: ContainerRef, g: Grant) -> str:
+    """`container "app" sets X="v" (spec...env[1])`, with what the kubelet makes of it."""
+    e: EnvGrant = g.value
+    s = e.setting
+    if s.why == "valueFrom" and s.written is None:
+        what = f"sets {e.name} from valueFrom, which cannot be proven safe at admission"
+    elif s.state == "unknowable":
+        what = (
+            f'sets {e.name}="{_text(s.written, 40)}", which cannot be proven safe at admission '
+            f"({_text(s.why, 120)})"
+        )
+    elif s.written is not None:
+        what = (
+            f'sets {e.name}="{_text(s.written, 40)}", which the kubelet expands to '
+            f'"{_text(s.value, 40)}"'
+        )
+    else:
+        what = f'sets {e.name}="{_text(s.value, 40)}"'
+    return f"{c.label} {what} ({format_path(g.path)})"
+
+
 def _env(g: Grant, access: PodAccess, params: Params) -> Violation:
     (c,) = g.reaches
-    if g.value is None:
-        what = f"sets {g.name} from valueFrom, which cannot be proven safe at admission"
-    else:
-        what = f'sets {g.name}="{_text(g.value, 40)}"'
-    where = f"{c.label} {what} ({format_path(g.path)})"
-    resource = _requested(access, c)
+    where = _sets(c, g)
+    vendor = vendor_of(g.name)
+    runtime = f"the {vendor} container runtime"
+    resource = _requested(access, c, vendor)
     if resource is None:
+        void = ' (or set it to "void")' if vendor == "NVIDIA" else ""
         message = (
-            f"{where} but requests no GPU: the NVIDIA container runtime would give it GPUs "
-            f"outside the device plugin's accounting. Remove the variable (or set it to "
-            f'"void"), and {FIX}.'
+            f"{where} but requests no GPU: {runtime} would give it GPUs "
+            f"outside the device plugin's accounting. Remove the variable{void}, and {FIX}."
         )
     elif g.name == "NVIDIA_VISIBLE_DEVICES":
         # The plugin's default deviceListStrategy (envvar) passes the allocated GPUs in
@@ -330,12 +369,63 @@ def _env(g: Grant, access: PodAccess, params: Params) -> Violation:
         )
     else:
         message = (
-            f"{where} beside its {resource} request: the NVIDIA container runtime adds the "
+            f"{where} beside its {resource} request: {runtime} adds the "
             f"devices it names to those the device plugin allocated, so the container "
             f"reaches devices the scheduler never gave it. Remove the variable and let the "
             f"device plugin choose the GPUs."
         )
     return Violation("visible-devices-env", g.path, message)
+
+
+def _feature_env(g: Grant, access: PodAccess, params: Params) -> Violation:
+    (c,) = g.reaches
+    return Violation(
+        "feature-devices-env",
+        g.path,
+        f"{_sets(c, g)}: the NVIDIA container toolkit injects "
+        f"{FEATURE_DEVICES.get(g.name, 'the devices of that feature')} "
+        f'into any container it gives a GPU when the value is "enabled", outside the device '
+        f"plugin's allocation. Remove the variable: where the platform offers the feature, its "
+        f"device plugin sets it for the containers it allocates.",
+    )
+
+
+def _legacy_env(g: Grant, access: PodAccess, params: Params) -> Violation:
+    (c,) = g.reaches
+    why = (
+        f"sets {CUDA_VERSION} without {REQUIRE_CUDA}"
+        if g.name == CUDA_VERSION
+        else f"clears {REQUIRE_CUDA} (the image's {CUDA_VERSION} stays)"
+    )
+    return Violation(
+        "legacy-image-env",
+        g.path,
+        f"{_sets(c, g)} and requests no GPU: it {why} and leaves NVIDIA_VISIBLE_DEVICES to "
+        f'the image, and the NVIDIA container toolkit gives such a "legacy" CUDA image every '
+        f'GPU of the node. Remove the variable, or set NVIDIA_VISIBLE_DEVICES to "void".',
+    )
+
+
+def _share_env(g: Grant, access: PodAccess, params: Params) -> Violation:
+    (c,) = g.reaches
+    share = next(s for s in access.shares if s.container is c)
+    if g.name == "CUDA_DISABLE_CONTROL":
+        effect = (
+            "the device plugin then leaves out /etc/ld.so.preload, so HAMi-core's limiter "
+            "never loads and the container takes the whole GPU's memory and compute"
+        )
+    else:
+        effect = (
+            "the kubelet puts the pod's value after the one the device plugin sets, and "
+            "HAMi-core enforces the pod's: the container can take memory or compute promised "
+            "to the pods it shares the GPU with"
+        )
+    return Violation(
+        "share-limit-env",
+        g.path,
+        f"{_sets(c, g)} while it asks {asks(share).partition(' asks ')[2]}: {effect}. Remove the "
+        f"variable and ask for the share's size through its resources.",
+    )
 
 
 def _env_from(g: Grant, access: PodAccess, params: Params) -> Violation:
@@ -387,6 +477,15 @@ def _cdi_annotation(g: Grant, access: PodAccess, params: Params) -> Violation:
 
 def _device_annotation(g: Grant, access: PodAccess, params: Params) -> Violation:
     targets = _targets(g, everyone="every container of the pod")
+    if g.name in params.device_annotation_keys:
+        return Violation(
+            "device-annotation",
+            g.path,
+            f'annotation "{_text(g.name, 80)}" ({format_path(g.path)}) asks CRI-O to add the '
+            f"host devices it lists to {targets} (where the runtime handler allows the "
+            f"annotation), outside the device plugin's allocation. Remove the annotation and "
+            f"{FIX}.",
+        )
     return Violation(
         "device-annotation",
         g.path,
@@ -479,10 +578,13 @@ REPORTS: dict[str, _Report] = {
     "host-path": _host_path,
     "device-list-mount": _device_list_mount,
     "env": _env,
+    "feature-env": _feature_env,
+    "legacy-env": _legacy_env,
     "env-from": _env_from,
     "cdi-annotation": _cdi_annotation,
     "device-annotation": _device_annotation,
     # "privileged": judged with the context below (its exception reads the placement).
+    "share-env": _share_env,
     # "claim": DRA claims are recorded by the access model, judged by a later check.
 }
 
@@ -527,9 +629,13 @@ def judges(params: Params) -> Mapping[TargetKind, Reads]:
             security=frozenset({"privileged", "capabilities", "windowsOptions"}),
             pod_security=frozenset({"windowsOptions"}),
             env_from=True,
-            env=params.rules.env_vars,
+            env=params.rules.env_vars
+            | frozenset(params.feature_env_vars)
+            | SHARE_ENV_NAMES
+            | (frozenset({CUDA_VERSION, REQUIRE_CUDA}) if params.legacy_image_env else frozenset()),
+            env_prefixes=frozenset(params.env_prefixes) | frozenset(LIMIT_PREFIXES),
             mount_paths=frozenset({params.rules.device_list_leaf}),
-            annotations=SHARE_ANNOTATIONS,
+            annotations=SHARE_ANNOTATIONS | frozenset(params.device_annotation_keys),
             annotation_prefixes=frozenset(params.rules.annotation_heads),
         )
     }
@@ -562,7 +668,22 @@ CHECK = Check(
             "A volume is mounted under the NVIDIA device-list directory."
         ),
         "visible-devices-env": Rule(
-            "NVIDIA_VISIBLE_DEVICES (or a sibling) set in the pod, with or without a GPU request."
+            "NVIDIA_VISIBLE_DEVICES (or a sibling, AMD_VISIBLE_DEVICES, DOCKER_RESOURCE_*) set "
+            "in the pod to a value that names devices, after the kubelet's precedence and "
+            "$(VAR) expansion, or to one admission cannot see (valueFrom)."
+        ),
+        "feature-devices-env": Rule(
+            "NVIDIA_GDS, NVIDIA_MOFED, NVIDIA_GDRCOPY or NVIDIA_NVSWITCH set to enabled: the "
+            "NVIDIA toolkit injects that feature's devices."
+        ),
+        "legacy-image-env": Rule(
+            "A container that requests no GPU sets CUDA_VERSION (or clears NVIDIA_REQUIRE_CUDA) "
+            "and leaves NVIDIA_VISIBLE_DEVICES unset: the toolkit gives a legacy image every GPU."
+        ),
+        "share-limit-env": Rule(
+            "A HAMi or Volcano vGPU share overrides HAMi-core's limits in its env "
+            "(CUDA_DEVICE_MEMORY_LIMIT[_n], CUDA_DEVICE_SM_LIMIT[_n], ...) or turns the "
+            "limiter off (CUDA_DISABLE_CONTROL)."
         ),
         "visible-devices-env-from": Rule(
             "An envFrom source may set NVIDIA_VISIBLE_DEVICES or a sibling (a warning: "
@@ -570,7 +691,8 @@ CHECK = Check(
         ),
         "cdi-annotation": Rule("A CDI annotation injects devices outside the device plugin."),
         "device-annotation": Rule(
-            "An NRI device-injector annotation (containerd's, GKE's) adds host devices or mounts."
+            "An NRI device-injector annotation (containerd's, GKE's) or CRI-O's devices "
+            "annotation adds host devices or mounts."
         ),
         "privileged": Rule("A privileged container sees every GPU on the host."),
         "sys-admin-unconfined": Rule(

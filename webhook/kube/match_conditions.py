@@ -58,10 +58,14 @@ def _container_terms(reads: Reads) -> list[str]:
         ]
     if reads.claims:
         terms.append(f"{_C}.?resources.?claims.orValue([]).size() > 0")
+    names: list[str] = []
     if reads.env:
-        terms.append(
-            f"{_C}.?env.orValue([]).exists(e, e.?name.orValue('') in {_cel_list(reads.env)})"
-        )
+        names.append(f"e.?name.orValue('') in {_cel_list(reads.env)}")
+    if reads.env_prefixes:
+        prefixes = _cel_list(reads.env_prefixes)
+        names.append(f"{prefixes}.exists(p, e.?name.orValue('').startsWith(p))")
+    if names:
+        terms.append(f"{_C}.?env.orValue([]).exists(e, {' || '.join(names)})")
     if reads.env_from:
         terms.append(f"{_C}.?envFrom.orValue([]).size() > 0")
     if reads.security:
@@ -111,6 +115,7 @@ TRANSLATED = frozenset(
         "pod_security",
         "env_from",
         "env",
+        "env_prefixes",
         "mount_paths",
         "annotations",
         "annotation_prefixes",

@@ -12,7 +12,10 @@ from webhook.core.kit.paths import Path
 from webhook.core.workloads.pods import ContainerRef, ResourceAmount
 
 Channel = Literal[
-    "env",  # value: the variable's value, None when it comes from valueFrom
+    "env",  # value: EnvGrant (the variable and what the kubelet makes of it)
+    "feature-env",  # value: EnvGrant (NVIDIA_GDS=enabled and the like)
+    "legacy-env",  # value: EnvGrant (CUDA_VERSION making the image legacy)
+    "share-env",  # value: EnvGrant (a HAMi-core limit the share's container overrides)
     "env-from",  # value: EnvFrom
     "cdi-annotation",  # value: the container name the key targets, None for all
     "device-annotation",  # value: as cdi-annotation
@@ -91,9 +94,12 @@ CHANNELS: tuple[Channel, ...] = (
     "host-path",
     "device-list-mount",
     "env",
+    "feature-env",
+    "legacy-env",
     "env-from",
     "cdi-annotation",
     "device-annotation",
     "privileged",
+    "share-env",
     "claim",
 )

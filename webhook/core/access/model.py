@@ -2,13 +2,15 @@
 
 A container reaches GPUs through a resource the device plugin allocates (a count above
 zero: a zero count asks for nothing), or around the plugin: a device-list variable in
-its env, an envFrom source that may hold one, a pod annotation a node plugin turns into
-devices, a hostPath to a device node or to any alias of one, a mount on the NVIDIA
-toolkit's device-list directory, or privileged mode. DRA claims are recorded here and
-judged elsewhere, and so are GPU shares (webhook.core.access.shares: KAI, HAMi and Volcano
-fractions of a GPU, which the sharing system's scheduler packs onto one device). Every
-grant (webhook.core.access.grants) carries the path of the field that grants it, so a finding
-names the line to change.
+its env as the kubelet resolves it and the runtime reads it (webhook.core.access.envgrants:
+feature variables, the legacy-image rule and HAMi's limits too), an envFrom source that
+may hold one, a pod annotation a node plugin or CRI-O turns into devices, a hostPath to
+a device node or to any alias of one, a mount on the NVIDIA toolkit's device-list
+directory (matched by prefix, as the toolkit does), or privileged mode. DRA claims are
+recorded here and judged elsewhere, and so are GPU shares (webhook.core.access.shares:
+KAI, HAMi and Volcano fractions of a GPU, which the sharing system's scheduler packs
+onto one device). Every grant (webhook.core.access.grants) carries the path of the field
+that grants it, so a finding names the line to change.
 
 The model is worked out once per pod view and policy (memoised in `PodView.memo`), and
 is linear in the size of the pod spec: nothing is cached by user-supplied text. On the
@@ -21,6 +23,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from webhook.core.access.envgrants import (
+    EnvGrant,
+    EnvNames,
+    env_grants,
+    kai_env_from,
+    watched,
+)
 from webhook.core.access.gpuresources import GpuResources, gpu_amounts, gpu_requests, gpu_resources
 from webhook.core.access.grants import (
     CHANNELS,
@@ -36,13 +45,14 @@ from webhook.core.access.hostpaths import DevicePaths, Reach, joined, normalise
 from webhook.core.access.privilege import Privilege, container_privileges, pod_host_process
 from webhook.core.access.shares import Share, gpu_shares
 from webhook.core.access.subpaths import Env, Unknowable, expand_sub_path
-from webhook.core.workloads.pods import ContainerRef, PodView
+from webhook.core.workloads.pods import ContainerRef, PodView, ResourceAmount
 
 __all__ = [
     "AccessRules",
     "Channel",
     "ContainerAccess",
     "EnvFrom",
+    "EnvGrant",
     "GpuResources",
     "Grant",
     "HostPath",
@@ -71,6 +81,8 @@ class AccessRules:
     env_order: tuple[str, ...]  # the same names, in the policy's order (for messages)
     safe_values: frozenset[str]  # lower case
     annotation_heads: Mapping[str, Channel]  # annotation key prefix (before "/") -> channel
+    env: EnvNames  # every variable the env model reads (device lists, features, shares)
+    annotation_keys: frozenset[str]  # whole keys of device annotations (CRI-O's have no "/")
 
     @classmethod
     def of(
@@ -85,6 +97,10 @@ class AccessRules:
         cdi_prefixes: tuple[str, ...],
         device_prefixes: tuple[str, ...],
         host: Mapping[str, tuple[str, ...]] | None = None,
+        env_prefixes: tuple[str, ...] = (),
+        feature_env_vars: tuple[str, ...] = (),
+        legacy_images: bool = False,
+        device_annotation_keys: tuple[str, ...] = (),
     ) -> AccessRules:
         families: tuple[tuple[Channel, tuple[str, ...]], ...] = (
             ("device-annotation", device_prefixes),
@@ -92,6 +108,14 @@ class AccessRules:
         )
         heads = {annotation_prefix(p): channel for channel, ps in families for p in ps}
         root = normalise(device_list_dir)
+        safe = frozenset(v.strip().lower() for v in safe_values)
+        names = EnvNames.of(
+            device_lists=frozenset(env_vars),
+            prefixes=env_prefixes,
+            features=frozenset(feature_env_vars),
+            legacy=legacy_images,
+            is_safe=lambda value: value.strip().lower() in safe,
+        )
         return cls(
             gpus,
             # host: the other kinds of host path (DevicePaths.of's keywords)
@@ -100,8 +124,10 @@ class AccessRules:
             root.rsplit("/", 1)[-1],
             frozenset(env_vars),
             env_vars,
-            frozenset(v.strip().lower() for v in safe_values),
+            safe,
             heads,
+            names,
+            frozenset(device_annotation_keys),
         )
 
 
@@ -149,8 +175,10 @@ def _scan(pod: PodView, rules: AccessRules) -> PodAccess:
     volumes, hosts = _host_volumes(items, rules) if type(items) is list and items else ([], {})
     items = spec.get("resourceClaims")
     claims = _pod_claims(pod, items) if type(items) is list and items else ()
+    requests = gpu_requests(pod, gpus=rules.gpus)
+    shares = gpu_shares(pod)
     for c in pod.containers:
-        _container(pod, c, rules, hosts, claims, found)
+        _container(pod, c, rules, hosts, claims, found, requests, shares)
     if pod.annotations:
         _annotations(pod, rules, found)
     if volumes:
@@ -160,8 +188,6 @@ def _scan(pod: PodView, rules: AccessRules) -> PodAccess:
         _add(
             found, Grant("privileged", host_process, pod.containers, "", Privilege("host-process"))
         )
-    requests = gpu_requests(pod, gpus=rules.gpus)
-    shares = gpu_shares(pod)
     if not found:
         return PodAccess(pod.containers, requests, (), claims, shares)  # nearly every pod
     grants = tuple(g for channel in CHANNELS for g in found.get(channel, ()))
@@ -214,14 +240,19 @@ def _container(
     hosts: dict[str, _HostVolume],
     claims: tuple[PodClaim, ...],
     found: _Found,
+    requests: tuple[ResourceAmount, ...],
+    shares: tuple[Share, ...],
 ) -> None:
     spec = c.spec
     env = spec.get("env")
-    if type(env) is list and env:
-        _env(c, env, rules, found)
+    present = watched(env, rules.env) if type(env) is list and env else None
+    if present:
+        nvidia = any(a.container is c and a.resource.startswith("nvidia.com/") for a in requests)
+        for grant in env_grants(pod, c, rules.env, present, nvidia_request=nvidia, shares=shares):
+            _add(found, grant)
     env_from = spec.get("envFrom")
     if type(env_from) is list and env_from:
-        _env_from(c, env_from, env if type(env) is list else [], rules, found)
+        _env_from(pod, c, env_from, env if type(env) is list else [], rules, found, shares)
     mounts = spec.get("volumeMounts")
     if type(mounts) is list and mounts:
         _mounts(c, mounts, rules, hosts, found)
@@ -235,29 +266,20 @@ def _container(
         _claim_uses(c, uses, claims, found)
 
 
-def _env(c: ContainerRef, env: list[Any], rules: AccessRules, found: _Found) -> None:
-    names = rules.env_vars
-    for index, item in enumerate(env):
-        name = item.get("name") if _is_map(item) else None
-        if type(name) is not str or name not in names:
-            continue
-        value: str | None = None  # valueFrom: what it resolves to cannot be proven safe
-        if "valueFrom" not in item:
-            raw = item.get("value")
-            value = "" if raw is None else raw if type(raw) is str else str(raw)
-            if value.strip().lower() in rules.safe_values:
-                continue
-        _add(found, Grant("env", (*c.path, "env", index), (c,), name, value))
-
-
 def _env_from(
-    c: ContainerRef, sources: list[Any], env: list[Any], rules: AccessRules, found: _Found
+    pod: PodView,
+    c: ContainerRef,
+    sources: list[Any],
+    env: list[Any],
+    rules: AccessRules,
+    found: _Found,
+    shares: tuple[Share, ...],
 ) -> None:
     # A variable the container's env sets itself wins over every envFrom source
     # (Kubernetes API reference, EnvFromSource), so only the others stay open.
     pinned = {n for item in env if _is_map(item) for n in (item.get("name"),) if type(n) is str}
     for index, source in enumerate(sources):
-        if not _is_map(source):
+        if not _is_map(source) or kai_env_from(pod, c, source, shares):
             continue
         prefix = source.get("prefix")
         prefix = prefix if type(prefix) is str else ""
@@ -266,6 +288,8 @@ def _env_from(
             n
             for n in rules.env_order
             if len(n) > len(prefix) and n.startswith(prefix) and n not in pinned
+        ) + tuple(
+            f"{p}*" for p in rules.env.prefixes if p.startswith(prefix) or prefix.startswith(p)
         )
         if not names:
             continue
@@ -292,7 +316,10 @@ def _mounts(
         raw = mount.get("mountPath")
         if type(raw) is str and leaf in raw:
             path = normalise(raw)
-            if path == root or path.startswith(root + "/"):
+            # The toolkit matches the cleaned destination by prefix, with no separator:
+            # /var/run/nvidia-container-devicesall asks for "all" (cuda_image.go
+            # requestsFromMounts, NVIDIA/nvidia-container-toolkit d34b3046).
+            if path.startswith(root):
                 where = (*c.path, "volumeMounts", index, "mountPath")
                 _add(found, Grant("device-list-mount", where, (c,), path, mount.get("name")))
         if hosts:
@@ -350,6 +377,13 @@ def _host_mount(
 def _annotations(pod: PodView, rules: AccessRules, found: _Found) -> None:
     heads = rules.annotation_heads
     for key in pod.annotations:
+        if key in rules.annotation_keys:
+            # CRI-O's devices annotation is one key for the whole sandbox, with no "/":
+            # every container gets the devices it lists (cri-o server/container_create_linux.go
+            # specSetDevices, pkg/annotations/v2 GetAnnotationValue, cri-o/cri-o f954a17e).
+            path = (*pod.metadata_path, "annotations", key)
+            _add(found, Grant("device-annotation", path, pod.containers, key, None))
+            continue
         # `prefix/name`: the prefix is a DNS subdomain, so one lookup finds the family.
         head, _, rest = key.partition("/")
         channel = heads.get(head)

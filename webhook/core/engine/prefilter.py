@@ -5,7 +5,8 @@ its targets and access model (~25 us): half of what an audit spends per Pod. A c
 finds something in a pod only through a field it declares as a trigger
 (webhook.core.engine.reads): an extended resource, a DRA claim, a hostPath volume,
 a securityContext key of a container or of the pod (privileged, capabilities,
-windowsOptions), envFrom, an env variable or mount path or annotation it names. The
+windowsOptions), envFrom, an env variable (by name or by the start of its name) or
+mount path or annotation it names. The
 pre-filter is built from the union of what the loaded checks declare, so a new check
 is filtered for exactly what it reads, and one that declares `every_field` turns the
 filter off.
@@ -39,6 +40,7 @@ class Prefilter:
     pod_security: frozenset[str]  # keys of the pod's securityContext
     env_from: bool
     env_vars: frozenset[str]
+    env_prefixes: tuple[str, ...]  # an env name starting with one of these
     mount_parts: tuple[str, ...]  # a mount path holding one of these
     annotations: frozenset[str]
     heads: frozenset[str]  # annotation key prefixes (before the "/")
@@ -58,6 +60,7 @@ class Prefilter:
             reads.pod_security,
             reads.env_from,
             reads.env,
+            tuple(sorted(reads.env_prefixes)),
             tuple(sorted(reads.mount_paths)),
             reads.annotations,
             reads.annotation_prefixes,
@@ -163,7 +166,7 @@ class Prefilter:
         if self.security and not self._security(c.get("securityContext"), self.security):
             return False
         env = c.get("env")
-        if env is not None and self.env_vars and not self._env(env):
+        if env is not None and (self.env_vars or self.env_prefixes) and not self._env(env):
             return False
         mounts = c.get("volumeMounts")
         return mounts is None or not self.mount_parts or self._mounts(mounts)
@@ -178,10 +181,12 @@ class Prefilter:
     def _env(self, env: Any) -> bool:
         if type(env) is not list:
             return False
-        names = self.env_vars
+        names, prefixes = self.env_vars, self.env_prefixes
         for e in env:
             name = e.get("name") if type(e) is dict else None
             if type(name) is not str or name in names:
+                return False
+            if prefixes and name.startswith(prefixes):
                 return False
         return True
 

@@ -35,6 +35,7 @@ class Reads:
     pod_security: frozenset[str] = _EMPTY  # keys of the pod's spec.securityContext
     env_from: bool = False  # a container's envFrom (what it sets cannot be seen)
     env: frozenset[str] = _EMPTY  # env variables by name
+    env_prefixes: frozenset[str] = _EMPTY  # env variables by the start of their name
     mount_paths: frozenset[str] = _EMPTY  # a mountPath that holds one of these
     annotations: frozenset[str] = _EMPTY  # annotation keys
     annotation_prefixes: frozenset[str] = _EMPTY  # annotation keys by their part before "/"
