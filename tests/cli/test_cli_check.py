@@ -215,6 +215,12 @@ def test_examples_json_shape_and_summary(runs: Any) -> None:
 # What the line a finding points at must hold: the offending field, not the document start.
 LINE_HOLDS = {
     "hostpath-device": r"^\s+path: ",
+    "hostpath-runtime-socket": r"^\s+hostPath: \{path: /var/run/containerd/containerd\.sock",
+    "hostpath-kubelet-socket": r"^\s+hostPath: \{path: /var/lib/kubelet/device-plugins\}",
+    "hostpath-writable-device-config": r"^\s+- \{name: cdi, mountPath: /cdi\}",
+    "sys-admin-unconfined": r"capabilities: \{add: \[SYS_ADMIN\]\}",
+    "host-pid-capabilities": r"capabilities: \{add: \[SYS_PTRACE\]\}",
+    "host-process": r"windowsOptions: \{hostProcess: true",
     "device-list-volume-mount": r"^\s+mountPath: /var/run/nvidia-container-devices",
     "visible-devices-env": r"^\s+- name: NVIDIA_VISIBLE_DEVICES$",
     "visible-devices-env-from": r"^\s+- configMapRef:$",
