@@ -26,7 +26,8 @@ from tests.support.builders import (
     run,
 )
 from tests.support.clirun import gpu_admission
-from webhook.core.access.subpaths import Env, Unknowable, expand_sub_path
+from webhook.core.access.container_env import ContainerEnv
+from webhook.core.access.subpaths import Unknowable, expand_sub_path
 from webhook.core.engine.policy import PolicySet
 from webhook.core.supply.inventory import Inventory
 from webhook.core.supply.profiles import GENERIC, ClusterProfile, GpuNodes, TaintFact
@@ -253,8 +254,8 @@ def test_unknowable_sub_path_message_in_full() -> None:
     ],
 )
 def test_expansion_follows_the_kubelet(expr: str, expected: object) -> None:
-    env = Env({"env": [{"name": "A", "value": "a"}, {"name": "E", "value": ""},
-                       {"name": "U", "valueFrom": FROM_ANNOTATION}]})  # fmt: skip
+    env = ContainerEnv([{"name": "A", "value": "a"}, {"name": "E", "value": ""},
+                        {"name": "U", "valueFrom": FROM_ANNOTATION}], [])  # fmt: skip
     assert expand_sub_path(expr, env) == expected
 
 
@@ -262,7 +263,9 @@ def test_expansion_is_bounded() -> None:
     # Each value doubles the last: 2^60 characters if nothing cut it at PATH_MAX.
     env = [{"name": "A0", "value": "x" * 10}]
     env += [{"name": f"A{i}", "value": f"$(A{i - 1})$(A{i - 1})"} for i in range(1, 61)]
-    assert expand_sub_path("$(A60)", Env({"env": env})) is None  # too long to mount
+    # The env's own expansion stops at 64 KiB (unknowable); a subPathExpr at PATH_MAX.
+    assert expand_sub_path("$(A60)", ContainerEnv(env, [])) == Unknowable(("A60",))
+    assert expand_sub_path("$(A8)$(A8)", ContainerEnv(env, [])) is None  # 5120: too long
 
 
 # -- privileged equivalents --------------------------------------------------------------------

@@ -13,7 +13,7 @@ import yaml
 
 from tests.support.builders import EXAMPLES, POLICIES, ROOT
 from tests.support.clirun import gpu_admission
-from tests.support.paths import ROOT, SHARED
+from tests.support.paths import SHARED
 from webhook.commands.check import check_paths
 from webhook.commands.parallel import MIN_FILES, check_files
 from webhook.reports.check import render_json

@@ -26,7 +26,7 @@ characters is reported as unknowable rather than built.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from webhook.core.workloads.pods import ContainerRef, PodView
@@ -131,39 +131,14 @@ class ContainerEnv:
         return EnvValue("set", "", index)
 
     def _expand(self, index: int, written: str, before: dict[str, EnvValue]) -> EnvValue:
-        out: list[str] = []
-        size = 0
         unknown: list[str] = []
-        cursor, checkpoint, end = 0, 0, len(written)
-        while True:
-            cursor = written.find("$", cursor)
-            if cursor < 0 or cursor + 1 >= end:
-                break
-            out.append(written[checkpoint:cursor])
-            nxt = written[cursor + 1]
-            if nxt == "(":
-                close = written.find(")", cursor + 2)
-                if close < 0:  # an incomplete reference stays as written
-                    out.append("$(")
-                    cursor += 2
-                    checkpoint = cursor
-                    continue
-                ref = written[cursor + 2 : close]
-                piece = self._reference(ref, before, unknown)
-                cursor = close + 1
-            else:  # `$$` is one `$`; `$x` stays `$x`
-                piece = "$" if nxt == "$" else "$" + nxt
-                cursor += 2
-            out.append(piece)
-            size += len(piece) + len(out[-2])
-            checkpoint = cursor
-            if size > MAX_VALUE:
-                why = f"its expansion grows past {MAX_VALUE} characters"
-                return EnvValue("unknowable", entry=index, written=written, why=why)
-        out.append(written[checkpoint:])
+        expanded = expand(written, lambda ref: self._reference(ref, before, unknown), MAX_VALUE)
+        if expanded is None:
+            why = f"its expansion grows past {MAX_VALUE} characters"
+            return EnvValue("unknowable", entry=index, written=written, why=why)
         if unknown:
             return EnvValue("unknowable", entry=index, written=written, why=_because(unknown))
-        return EnvValue("set", "".join(out), index, written)
+        return EnvValue("set", expanded, index, written)
 
     def _reference(self, ref: str, before: dict[str, EnvValue], unknown: list[str]) -> str:
         found = before.get(ref)  # the entries before this one: the map so far
@@ -182,6 +157,41 @@ class ContainerEnv:
                 unknown.append(f"$({ref}) cannot be known either")
             return ""
         return found.value or ""
+
+
+def expand(text: str, lookup: Callable[[str], str], limit: int) -> str | None:
+    """`text` expanded as the kubelet expands env values and subPathExprs
+    (third_party/forked/golang/expansion Expand): `$(NAME)` is lookup(NAME), `$$` is one
+    `$`, `$` before anything else and an unclosed `$(` stay as written. None when the
+    result grows past `limit` characters (it is never built: `A=$(B)$(B)`, ...)."""
+    out: list[str] = []
+    size = 0
+    cursor, checkpoint, end = 0, 0, len(text)
+    while True:
+        cursor = text.find("$", cursor)
+        if cursor < 0 or cursor + 1 >= end:
+            break
+        out.append(text[checkpoint:cursor])
+        nxt = text[cursor + 1]
+        if nxt == "(":
+            close = text.find(")", cursor + 2)
+            if close < 0:  # an incomplete reference stays as written
+                out.append("$(")
+                cursor += 2
+                checkpoint = cursor
+                continue
+            piece = lookup(text[cursor + 2 : close])
+            cursor = close + 1
+        else:  # `$$` is one `$`; `$x` stays `$x`
+            piece = "$" if nxt == "$" else "$" + nxt
+            cursor += 2
+        out.append(piece)
+        size += len(piece) + len(out[-2])
+        checkpoint = cursor
+        if size > limit:
+            return None
+    out.append(text[checkpoint:])
+    return None if size + end - checkpoint > limit else "".join(out)
 
 
 def _because(unknown: list[str]) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from webhook.core.access.container_env import container_env
 from webhook.core.access.envgrants import (
     EnvGrant,
     EnvNames,
@@ -44,7 +45,7 @@ from webhook.core.access.grants import (
 from webhook.core.access.hostpaths import DevicePaths, Reach, joined, normalise
 from webhook.core.access.privilege import Privilege, container_privileges, pod_host_process
 from webhook.core.access.shares import Share, gpu_shares
-from webhook.core.access.subpaths import Env, Unknowable, expand_sub_path
+from webhook.core.access.subpaths import Unknowable, expand_sub_path
 from webhook.core.workloads.pods import ContainerRef, PodView, ResourceAmount
 
 __all__ = [
@@ -255,7 +256,7 @@ def _container(
         _env_from(pod, c, env_from, env if type(env) is list else [], rules, found, shares)
     mounts = spec.get("volumeMounts")
     if type(mounts) is list and mounts:
-        _mounts(c, mounts, rules, hosts, found)
+        _mounts(pod, c, mounts, rules, hosts, found)
     security = spec.get("securityContext")
     if security and _is_map(security):
         for path, privilege in container_privileges(pod, c, security):
@@ -303,6 +304,7 @@ def _env_from(
 
 
 def _mounts(
+    pod: PodView,
     c: ContainerRef,
     mounts: list[Any],
     rules: AccessRules,
@@ -326,10 +328,11 @@ def _mounts(
             name = mount.get("name")
             host = hosts.get(name) if type(name) is str else None
             if host is not None:
-                _host_mount(c, index, mount, host, rules, found)
+                _host_mount(pod, c, index, mount, host, rules, found)
 
 
 def _host_mount(
+    pod: PodView,
     c: ContainerRef,
     index: int,
     mount: Mapping[str, Any],
@@ -346,7 +349,8 @@ def _host_mount(
     field, sub = "subPath", mount.get("subPath")
     expr = mount.get("subPathExpr")
     if type(expr) is str and expr:
-        field, sub = "subPathExpr", expand_sub_path(expr, Env(c.spec)) if "$" in expr else expr
+        field = "subPathExpr"
+        sub = expand_sub_path(expr, container_env(pod, c)) if "$" in expr else expr
         if sub is None:
             return  # the kubelet refuses it (an empty or missing variable): no mount
     elif type(sub) is not str or not sub:

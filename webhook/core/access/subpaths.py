@@ -22,12 +22,12 @@ mounted, so values are cut there and never grow without bound (`A=$(B)$(B)`, ...
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from webhook.core.access.container_env import ContainerEnv, expand
 
 # Linux PATH_MAX: a longer sub path fails to mount, whatever it names.
 PATH_MAX = 4096
-_TOO_LONG = object()
 
 
 class Unknowable(NamedTuple):
@@ -36,99 +36,27 @@ class Unknowable(NamedTuple):
     names: tuple[str, ...]
 
 
-class Env:
-    """A container's variables as far as admission can see them (built on first use)."""
-
-    __slots__ = ("prefixes", "values")
-
-    def __init__(self, spec: Mapping[str, Any]) -> None:
-        self.prefixes = _env_from_prefixes(spec.get("envFrom"))
-        # name -> its value; None: unknowable; _TOO_LONG: past PATH_MAX
-        self.values: dict[str, object] = {}
-        env = spec.get("env")
-        for item in env if type(env) is list else ():
-            if isinstance(item, Mapping) and type(item.get("name")) is str:
-                self.values[item["name"]] = self._value(item)
-
-    def _value(self, item: Mapping[str, Any]) -> object:
-        raw = item.get("value")
-        if raw is None or raw == "":
-            return None if item.get("valueFrom") is not None else ""
-        text = raw if type(raw) is str else str(raw)
-        expanded, unknown = _expand(text, self.lookup)
-        return None if unknown else expanded
-
-    def lookup(self, name: str) -> object:
-        """The value of `name`: its text, None if unknowable, or the name kept as written."""
-        if name in self.values:
-            return self.values[name]
-        if any(len(name) > len(p) and name.startswith(p) for p in self.prefixes):
-            return None  # an envFrom source may set it
-        return f"$({name})"
-
-
-def _env_from_prefixes(sources: object) -> tuple[str, ...]:
-    found = []
-    for source in sources if type(sources) is list else ():
-        prefix = source.get("prefix") if isinstance(source, Mapping) else None
-        found.append(prefix if type(prefix) is str else "")
-    return tuple(found)
-
-
-def _expand(text: str, lookup: Callable[[str], object]) -> tuple[object, tuple[str, ...]]:
-    """Expand (third_party/forked/golang/expansion): the text (or _TOO_LONG) and the
-    names whose values cannot be known."""
-    out: list[str] = []
-    size = 0
-    unknown: list[str] = []
-    cursor, checkpoint, end = 0, 0, len(text)
-    while cursor < end:
-        if text[cursor] == "$" and cursor + 1 < end:
-            out.append(text[checkpoint:cursor])
-            nxt = text[cursor + 1]
-            if nxt == "$":
-                piece: object = "$"
-                advance = 1
-            elif nxt == "(":
-                close = text.find(")", cursor + 2)
-                if close < 0:
-                    piece, advance = "$(", 1
-                else:
-                    name = text[cursor + 2 : close]
-                    piece, advance = lookup(name), close - cursor
-                    if piece is None:
-                        unknown.append(name)
-                        piece = ""
-            else:
-                piece, advance = "$" + nxt, 1
-            if piece is _TOO_LONG:
-                return _TOO_LONG, tuple(unknown)
-            out.append(piece)  # type: ignore[arg-type]
-            size += len(out[-2]) + len(piece)  # type: ignore[arg-type]
-            if size > PATH_MAX:
-                return _TOO_LONG, tuple(unknown)
-            cursor += advance
-            checkpoint = cursor + 1
-        cursor += 1
-    out.append(text[checkpoint:])
-    result = "".join(out)
-    return (_TOO_LONG if len(result) > PATH_MAX else result), tuple(unknown)
-
-
-def expand_sub_path(expr: str, env: Env) -> str | Unknowable | None:
-    """A subPathExpr as the kubelet expands it: the sub path, Unknowable, or None when
-    the kubelet refuses it (a variable it finds empty or missing, a path too long)."""
+def expand_sub_path(expr: str, env: ContainerEnv) -> str | Unknowable | None:
+    """A subPathExpr as the kubelet expands it, against the container's env as the kubelet
+    resolves it (webhook.core.access.container_env): the sub path, Unknowable, or None
+    when the kubelet refuses it (a variable it finds empty or missing, a path too long)."""
     empty: list[str] = []
+    unknown: list[str] = []
 
-    def lookup(name: str) -> object:
-        value = env.lookup(name)
-        if value == "":  # ExpandContainerVolumeMounts: empty is an error, like missing
+    def lookup(name: str) -> str:
+        found = env.get(name)
+        if found.state == "unknowable":
+            unknown.append(name)
+            return ""
+        if found.state == "unset":
+            return f"$({name})"  # no such variable: kept, and it names no device path
+        if not found.value:  # ExpandContainerVolumeMounts: empty is an error, like missing
             empty.append(name)
-        return value
+        return found.value or ""
 
-    expanded, unknown = _expand(expr, lookup)
+    expanded = expand(expr, lookup, PATH_MAX)
     if unknown:
         return Unknowable(tuple(dict.fromkeys(unknown)))
-    if empty or not isinstance(expanded, str):
+    if empty or expanded is None:
         return None
     return expanded
