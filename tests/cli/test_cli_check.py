@@ -221,6 +221,7 @@ LINE_HOLDS = {
     "sys-admin-unconfined": r"capabilities: \{add: \[SYS_ADMIN\]\}",
     "host-pid-capabilities": r"capabilities: \{add: \[SYS_PTRACE\]\}",
     "host-process": r"windowsOptions: \{hostProcess: true",
+    "image-visible-devices": r"^\s+- name: shell$",
     "device-list-volume-mount": r"^\s+mountPath: /var/run/nvidia-container-devices",
     "visible-devices-env": r"^\s+- name: NVIDIA_VISIBLE_DEVICES$",
     "visible-devices-env-from": r"^\s+- configMapRef:$",

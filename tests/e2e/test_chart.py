@@ -463,7 +463,8 @@ def test_match_conditions_off() -> None:
         "matchConditions" not in w
         for w in webhooks(render("--set", "webhook.matchConditions=false"))
     )
-    assert sum("matchConditions" in w for w in webhooks(render())) == 5  # and Namespaces'
+    # the four pod-spec entries, Namespaces' and the image-env entry's
+    assert sum("matchConditions" in w for w in webhooks(render())) == 6
 
 
 def test_network_policy_admits_only_the_apiserver_and_scrapers() -> None:

@@ -258,7 +258,9 @@ def test_webhook_common_fields(webhooks: list[Obj]) -> None:
         assert webhook["sideEffects"] == "None"
         assert webhook["admissionReviewVersions"] == ["v1"]
         assert webhook["timeoutSeconds"] == 3
-        assert webhook["failurePolicy"] == "Fail"
+        # Pods sent only for what their image may set: an outage must not stop them.
+        ignore = webhook["name"] == "pods-on-gpu-nodes.gpu-admission.io"
+        assert webhook["failurePolicy"] == ("Ignore" if ignore else "Fail")
         assert webhook["clientConfig"] == {
             "service": {
                 "namespace": "gpu-admission-system",
@@ -289,6 +291,7 @@ def test_webhook_rules(webhooks: list[Obj]) -> None:
     }
     cu = ("CREATE", "UPDATE")
     expected = {("pods.gpu-admission.io", "", "pods", op) for op in cu}
+    expected |= {("pods-on-gpu-nodes.gpu-admission.io", "", "pods", "CREATE")}
     expected |= {("pods.gpu-admission.io", "", "pods/ephemeralcontainers", "UPDATE")}
     workloads = [("apps", r) for r in ("deployments", "replicasets", "statefulsets", "daemonsets")]
     workloads += [("", "replicationcontrollers"), ("batch", "jobs")]
@@ -330,7 +333,9 @@ def test_match_conditions_are_the_ones_the_shipped_checks_declare(webhooks: list
     derives from the shipped policies (scripts/sync-manifest-policies writes them), and
     the entries without conditions are those that send everything."""
     policy_set = load_policy_dir(ROOT / "policies")
-    expected = entry_conditions(policy_set.reads_of(POD_TARGETS), policy_set.reads.get("namespace"))
+    expected = entry_conditions(
+        policy_set.reads_of(POD_TARGETS), policy_set.reads.get("namespace"), policy_set.profile
+    )
     for webhook in webhooks:
         conditions = webhook.get("matchConditions", [])
         assert conditions == expected.get(webhook["name"], []), webhook["name"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.apiserverhook import APISERVERHOOK, Obj, run_cases, write_webhook_config
 from tests.support.paths import ROOT
@@ -73,6 +74,12 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Obj]:
     vwc = write_webhook_config(
         base64.b64encode(ca.cert_pem).decode(), tmp_path_factory.mktemp("mc") / "vwc.yaml"
     )
+    # What is sent, not what an outage does: every entry fails closed here, so a call
+    # to the closed port shows (the image-env entry ships with Ignore).
+    config = yaml.safe_load(vwc.read_text())
+    for webhook in config["webhooks"]:
+        webhook["failurePolicy"] = "Fail"
+    vwc.write_text(yaml.safe_dump(config))
     cases = [hook_case(i, c) for i, c in CASES]
     namespaces = sorted({c["namespace"] for c in cases if c["namespace"]})
     return run_cases(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 from webhook.core.access.envgrants import LIMIT_PREFIXES, SHARE_ENV_NAMES
 from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS
@@ -32,6 +33,7 @@ from webhook.core.access.model import (
     gpu_resources,
     pod_access,
 )
+from webhook.core.access.neutralise import exposed_containers
 from webhook.core.access.runtimes import (
     CUDA_VERSION,
     FEATURE_DEVICES,
@@ -42,10 +44,12 @@ from webhook.core.access.shares import SHARE_ANNOTATIONS, asks
 from webhook.core.engine.check import Check, CheckParams, ParamError, Rule, camel
 from webhook.core.engine.context import Context
 from webhook.core.engine.reads import Reads
+from webhook.core.kit.dicts import as_list
 from webhook.core.kit.paths import format_path
 from webhook.core.kit.text import shown
 from webhook.core.kit.violation import Violation
 from webhook.core.supply.gpu_placement import may_run_on_gpu_node
+from webhook.core.supply.profiles import placement_spec
 from webhook.core.workloads.pods import ContainerRef, PodView
 from webhook.core.workloads.targets import TargetKind
 
@@ -150,6 +154,14 @@ class Params(CheckParams):
     # Whole keys: CRI-O's devices annotation (V2 and its V1 spelling) has no "/".
     device_annotation_keys: tuple[str, ...] = ("devices.crio.io", "io.kubernetes.cri-o.Devices")
     deny_privileged: bool = True
+    # A container that asks for no GPU, leaves NVIDIA_VISIBLE_DEVICES to its image and may
+    # run on a GPU node of a cluster whose toolkit takes device lists from unprivileged
+    # containers' env (image-visible-devices): deny, warn, or off.
+    image_env_action: Literal["deny", "warn", "off"] = "warn"
+    # Taint keys GPU nodes carry by convention, read where the cluster profile names no
+    # taint every GPU node carries: the device plugin's and GKE's nvidia.com/gpu, AMD's
+    # amd.com/gpu, AKS's sku=gpu (docs/runtime-access.md, "The image's env").
+    gpu_taint_keys: tuple[str, ...] = ("nvidia.com/gpu", "amd.com/gpu", "sku")
 
     def __post_init__(self) -> None:
         for name in ("cdi_annotation_prefixes", "device_annotation_prefixes"):
@@ -591,9 +603,12 @@ REPORTS: dict[str, _Report] = {
 
 def run(pod: PodView, *, context: Context, params: Params) -> Iterable[Violation]:
     access = pod_access(pod, rules=params.rules)
+    image = params.image_env_action != "off" and (
+        context.profile.container_toolkit.accept_envvar_unprivileged
+    )
     if not access.grants:
-        return ()  # nearly every pod: no generator to start
-    found = []
+        return _image_env(pod, access, context, params) if image else ()
+    found = _image_env(pod, access, context, params) if image else []
     reaches: str | None = ""  # why it may reach a GPU node: asked at the first privileged grant
     for grant in access.grants:  # by channel: the order of the rules below
         violation: Violation | None = None
@@ -608,6 +623,68 @@ def run(pod: PodView, *, context: Context, params: Params) -> Iterable[Violation
         if violation is not None:
             found.append(violation)
     return found
+
+
+# Grants that already report what the container's env does with the device list.
+_ENV_CHANNELS = frozenset({"env", "env-from", "legacy-env", "privileged"})
+
+
+def _image_env(
+    pod: PodView, access: PodAccess, context: Context, params: Params
+) -> list[Violation]:
+    """image-visible-devices: containers whose device list is left to their image."""
+    exposed = exposed_containers(pod)
+    if not exposed:
+        return []
+    reported = {id(c) for g in access.grants if g.channel in _ENV_CHANNELS for c in g.reaches}
+    exposed = tuple(c for c in exposed if id(c) not in reported)
+    why = _image_reaches_gpu_node(pod, context, params) if exposed else None
+    if why is None:
+        return []
+    return [
+        Violation(
+            "image-visible-devices",
+            c.path,
+            f"{c.label} asks for no GPU and leaves NVIDIA_VISIBLE_DEVICES to its image, and "
+            f"the Pod may run on a GPU node ({why}). On this cluster the NVIDIA "
+            f"container toolkit takes device lists from an unprivileged container's env "
+            f"(the cluster profile's containerToolkit.acceptEnvvarUnprivileged), so an image "
+            f"that sets NVIDIA_VISIBLE_DEVICES=all, as every CUDA base image does, gets every "
+            f"GPU of the node outside the device plugin's accounting. Set "
+            f'NVIDIA_VISIBLE_DEVICES to "void" in its env (the optional mutating webhook '
+            f"does it), keep the Pod off GPU nodes, or harden the toolkit "
+            f"(docs/runtime-access.md).",
+            advisory=params.image_env_action == "warn",
+        )
+        for c in exposed
+    ]
+
+
+def _image_reaches_gpu_node(pod: PodView, context: Context, params: Params) -> str | None:
+    """Why the pod may run on a GPU node, for the image-env rule. Where the profile says
+    what every GPU node carries, that decides (soundly). Where it says nothing, any pod
+    may land on an untainted GPU node, which the docs tell the platform to declare (or
+    harden the toolkit); the rule then reports the pods that ask for GPU nodes in so many
+    words: placed by nodeName on one, run under a RuntimeClass, or tolerating a taint GPU
+    nodes carry by convention (`gpuTaintKeys`)."""
+    facts = context.profile.gpu_nodes
+    if facts.taints or facts.labels:
+        return _reaches_gpu_node(pod, context, params)
+    spec = placement_spec(pod)
+    if spec.get("nodeName"):
+        return _reaches_gpu_node(pod, context, params)
+    runtime = spec.get("runtimeClassName")
+    if type(runtime) is str and runtime:
+        return f'it runs under RuntimeClass "{_text(runtime, 60)}"'
+    keys = params.gpu_taint_keys
+    for t in as_list(spec.get("tolerations")):
+        key = t.get("key") if type(t) is dict else None
+        if not key:
+            if type(t) is dict and t.get("operator") == "Exists":
+                return "it tolerates every taint"
+        elif key in keys:
+            return f"it tolerates {_text(key, 60)}, a taint GPU nodes carry"
+    return None
 
 
 def _reaches_gpu_node(pod: PodView, context: Context, params: Params) -> str | None:
@@ -637,6 +714,9 @@ def judges(params: Params) -> Mapping[TargetKind, Reads]:
             mount_paths=frozenset({params.rules.device_list_leaf}),
             annotations=SHARE_ANNOTATIONS | frozenset(params.device_annotation_keys),
             annotation_prefixes=frozenset(params.rules.annotation_heads),
+            image_env=frozenset(params.gpu_taint_keys)
+            if params.image_env_action != "off"
+            else frozenset(),
         )
     }
 
@@ -702,5 +782,9 @@ CHECK = Check(
             "A container in a hostPID Pod adds SYS_PTRACE, SYS_ADMIN or ALL: it can enter the host."
         ),
         "host-process": Rule("A Windows HostProcess Pod or container runs on the host."),
+        "image-visible-devices": Rule(
+            "A container that asks for no GPU leaves NVIDIA_VISIBLE_DEVICES to its image and "
+            "may run on a GPU node where the toolkit takes device lists from env."
+        ),
     },
 )

@@ -8,13 +8,17 @@ that adds or changes policies runs this and puts the output in its configuration
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 import yaml
 
 from webhook.cli import cluster_profile_option, load_policies, policies_option
+from webhook.core.engine.policy import PolicySet
 from webhook.core.engine.reads import Reads
 from webhook.core.workloads.targets import POD_TARGETS
 from webhook.kube.match_conditions import (
+    IMAGE_ENV_ENTRY,
     NAMESPACE_ENTRY,
     entry_conditions,
     pod_condition,
@@ -47,15 +51,17 @@ def match_conditions(policies_dir: str, cluster_profile: str | None, form: str) 
     policy_set = load_policies(policies_dir, cluster_profile=cluster_profile)
     pod_reads = policy_set.reads_of(POD_TARGETS)
     if form == "chart":
-        click.echo(CHART_HEADER + _chart(policy_set.reads.get("namespace"), pod_reads), nl=False)
+        click.echo(CHART_HEADER + _chart(policy_set, pod_reads), nl=False)
         return
-    found = entry_conditions(pod_reads, policy_set.reads.get("namespace"))
+    found = entry_conditions(pod_reads, policy_set.reads.get("namespace"), policy_set.profile)
     click.echo(yaml.dump(found, Dumper=_Dumper, sort_keys=False, width=100), nl=False)
 
 
-def _chart(namespace_reads: Reads | None, pod_reads: Reads) -> str:
-    """Three helpers: the pod-spec condition at `.spec`/`.meta`, the Pod UPDATE
-    condition, and the Namespace entry's conditions."""
+def _chart(policy_set: PolicySet, pod_reads: Reads) -> str:
+    """Four helpers: the pod-spec condition at `.spec`/`.meta`, the Pod UPDATE
+    condition, the Namespace entry's conditions and the image-env entry's."""
+    found = entry_conditions(pod_reads, policy_set.reads.get("namespace"), policy_set.profile)
+    pod_reads = replace(pod_reads, image_env=frozenset())
     expression = pod_condition(pod_reads, spec="{{ .spec }}", meta="{{ .meta }}")
     could = (
         ""
@@ -65,14 +71,19 @@ def _chart(namespace_reads: Reads | None, pod_reads: Reads) -> str:
     update = (
         f"- name: judged-on-update\n  expression: |-\n{_indented(pod_update_condition(pod_reads))}"
     )
-    namespace = entry_conditions(pod_reads, namespace_reads).get(NAMESPACE_ENTRY, [])
     ns = "".join(
-        f"- name: {c['name']}\n  expression: |-\n{_indented(c['expression'])}" for c in namespace
+        f"- name: {c['name']}\n  expression: |-\n{_indented(c['expression'])}"
+        for c in found.get(NAMESPACE_ENTRY, [])
+    )
+    image = "".join(
+        f"- name: {c['name']}\n  expression: |-\n{_indented(c['expression'])}"
+        for c in found[IMAGE_ENV_ENTRY]
     )
     return (
         f'{{{{- define "gpu-admission.matchConditions" -}}}}\n{could}{{{{- end }}}}\n'
         f'{{{{- define "gpu-admission.podUpdateCondition" -}}}}\n{update}{{{{- end }}}}\n'
         f'{{{{- define "gpu-admission.namespaceConditions" -}}}}\n{ns}{{{{- end }}}}\n'
+        f'{{{{- define "gpu-admission.imageEnvConditions" -}}}}\n{image}{{{{- end }}}}\n'
     )
 
 

@@ -25,9 +25,11 @@ extension this uses.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import fields
+from dataclasses import fields, replace
 
+from webhook.core.engine.prefilter import image_env_taints
 from webhook.core.engine.reads import Reads
+from webhook.core.supply.profiles import ClusterProfile
 
 # What a check reads besides the object's own fields: no condition can test it, and
 # the object is sent on its other triggers (a claim is sent whatever it holds).
@@ -121,6 +123,7 @@ TRANSLATED = frozenset(
         "annotation_prefixes",
         "labels",
         "every_field",
+        "image_env",  # its own entry: image_env_condition
     }
 )
 
@@ -207,15 +210,35 @@ POD_ENTRIES: dict[str, tuple[str, str]] = {
 }
 NAMESPACE_ENTRY = "namespaces.gpu-admission.io"
 POD_ENTRY = "pods.gpu-admission.io"
+# Pods sent only for what their image may set (Reads.image_env): an entry of its own,
+# failurePolicy Ignore, since what it judges cannot be proven at admission anyway, and a
+# webhook outage must not stop every Pod that tolerates a GPU taint (DaemonSets do).
+IMAGE_ENV_ENTRY = "pods-on-gpu-nodes.gpu-admission.io"
 COULD_VIOLATE = "could-violate-a-gpu-policy"
 
 
+def image_env_condition(reads: Reads, profile: ClusterProfile) -> str:
+    """CEL true for a Pod that may run on a GPU node, as Reads.image_env reads it under
+    this profile (webhook.core.engine.prefilter image_env_taints)."""
+    taints = image_env_taints(reads, profile)
+    if not taints:
+        return "false"
+    keys = _cel_list(taints)
+    return (
+        "has(object.spec.nodeName) || has(object.spec.runtimeClassName) ||\n"
+        f"object.spec.?tolerations.orValue([]).exists(t, t.?key.orValue('') == '' ||\n"
+        f"  t.?key.orValue('') in {keys})"
+    )
+
+
 def entry_conditions(
-    pod_reads: Reads, namespace_reads: Reads | None
+    pod_reads: Reads, namespace_reads: Reads | None, profile: ClusterProfile
 ) -> dict[str, list[dict[str, str]]]:
     """The matchConditions of each entry that has any, by entry name: what the pod
     specs' and the Namespaces' checks read (claims and custom resources: all sent)."""
     out: dict[str, list[dict[str, str]]] = {}
+    image_env = image_env_condition(pod_reads, profile)
+    pod_reads = replace(pod_reads, image_env=frozenset())
     for entry, (spec, meta) in POD_ENTRIES.items():
         conditions = []
         if entry == POD_ENTRY:
@@ -226,6 +249,16 @@ def entry_conditions(
         if expression is not None:
             conditions.append({"name": COULD_VIOLATE, "expression": expression})
         out[entry] = conditions
+    could = pod_condition(pod_reads, spec="object.?spec", meta="object.?metadata")
+    out[IMAGE_ENV_ENTRY] = (
+        [
+            # Not sent twice: what the Pod entry sends, it judges whole.
+            {"name": "not-sent-to-the-pod-entry", "expression": f"!(\n{could}\n)"},
+            {"name": "may-run-on-a-gpu-node", "expression": image_env},
+        ]
+        if could is not None
+        else [{"name": "may-run-on-a-gpu-node", "expression": "false"}]
+    )
     labels = namespace_reads.labels if namespace_reads is not None else frozenset()
     if namespace_reads is None or not namespace_reads.every_field:
         out[NAMESPACE_ENTRY] = [

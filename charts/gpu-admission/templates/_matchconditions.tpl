@@ -37,3 +37,31 @@ metadata `.meta` of each entry.
   expression: |-
     ['resource.kubernetes.io/admin-access'].exists(l, object.metadata.?labels[?l].hasValue() && (request.operation == 'CREATE' || !oldObject.metadata.?labels[?l].hasValue() || object.metadata.?labels[?l].value() != oldObject.metadata.?labels[?l].value()))
 {{- end }}
+{{- define "gpu-admission.imageEnvConditions" -}}
+- name: not-sent-to-the-pod-entry
+  expression: |-
+    !(
+    [
+      object.?spec.?containers.orValue([]),
+      object.?spec.?initContainers.orValue([]),
+      object.?spec.?ephemeralContainers.orValue([])
+    ].exists(cs, cs != null && cs.exists(c,
+      c.?resources.?limits.orValue({}).exists(r, r.contains('/')) ||
+      c.?resources.?requests.orValue({}).exists(r, r.contains('/')) ||
+      c.?resources.?claims.orValue([]).size() > 0 ||
+      c.?env.orValue([]).exists(e, e.?name.orValue('') in ['AMD_VISIBLE_DEVICES', 'CUDA_DEVICE_MEMORY_LIMIT', 'CUDA_DEVICE_MEMORY_SHARED_CACHE', 'CUDA_DEVICE_SM_LIMIT', 'CUDA_DISABLE_CONTROL', 'CUDA_VERSION', 'GPU_CORE_UTILIZATION_POLICY', 'NVIDIA_GDRCOPY', 'NVIDIA_GDS', 'NVIDIA_IMEX_CHANNELS', 'NVIDIA_MIG_CONFIG_DEVICES', 'NVIDIA_MIG_MONITOR_DEVICES', 'NVIDIA_MOFED', 'NVIDIA_NVSWITCH', 'NVIDIA_REQUIRE_CUDA', 'NVIDIA_VISIBLE_DEVICES'] || ['CUDA_DEVICE_MEMORY_LIMIT_', 'CUDA_DEVICE_SM_LIMIT_', 'DOCKER_RESOURCE_'].exists(p, e.?name.orValue('').startsWith(p))) ||
+      c.?envFrom.orValue([]).size() > 0 ||
+      c.?securityContext.orValue({}).exists(k, k in ['capabilities', 'privileged', 'windowsOptions']) ||
+      c.?volumeMounts.orValue([]).exists(m, m.?mountPath.orValue('').contains('nvidia-container-devices'))
+    )) ||
+    object.?spec.?volumes.orValue([]).exists(v, has(v.hostPath)) ||
+    object.?spec.?securityContext.orValue({}).exists(k, k in ['windowsOptions']) ||
+    object.?spec.?resourceClaims.orValue([]).size() > 0 ||
+    object.?metadata.?annotations.orValue({}).exists(k, k in ['devices.crio.io', 'gpu-fraction', 'gpu-memory', 'io.kubernetes.cri-o.Devices'] || ['cdi-devices.noderesource.dev', 'cdi-devices.nri.io', 'cdi.k8s.io', 'devices.gke.io', 'devices.noderesource.dev', 'devices.nri.io', 'mounts.noderesource.dev', 'mounts.nri.io', 'nvidia.cdi.k8s.io'].exists(h, k == h || k.startsWith(h + '/')))
+    )
+- name: may-run-on-a-gpu-node
+  expression: |-
+    has(object.spec.nodeName) || has(object.spec.runtimeClassName) ||
+    object.spec.?tolerations.orValue([]).exists(t, t.?key.orValue('') == '' ||
+      t.?key.orValue('') in ['amd.com/gpu', 'nvidia.com/gpu', 'sku'])
+{{- end }}

@@ -27,7 +27,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from webhook.core.access.container_env import pod_sets
 from webhook.core.access.shares import SHARE_ANNOTATIONS
+from webhook.core.workloads.pods import ContainerRef, PodView
 
 VARIABLE = "NVIDIA_VISIBLE_DEVICES"
 VOID = "void"
@@ -65,6 +67,19 @@ def neutralising_patch(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
                 ops.append({"op": "add", "path": where + "/-", "value": entry})
             # else: not an env list, which the apiserver refuses anyway
     return ops
+
+
+def exposed_containers(pod: PodView) -> tuple[ContainerRef, ...]:
+    """The containers an image's device-list variable would reach: those the patch
+    above would fix (they ask for no GPU) whose pod env leaves NVIDIA_VISIBLE_DEVICES to
+    the image (webhook.core.access.container_env: neither env nor envFrom may set it)."""
+    if not SHARE_ANNOTATIONS.isdisjoint(pod.annotations):
+        return ()
+    return tuple(
+        c
+        for c in pod.containers
+        if _asks_for_no_gpu(c.spec) and pod_sets(pod, c, VARIABLE).state == "unset"
+    )
 
 
 def _asks_for_no_gpu(container: Mapping[str, Any]) -> bool:

@@ -161,7 +161,7 @@ class PolicySet:
         }
         object.__setattr__(self, "reads", reads)
         pods = union(reads.get(kind, NOTHING) for kind in ("pod", "workload"))
-        object.__setattr__(self, "prefilter", Prefilter.of(pods))
+        object.__setattr__(self, "prefilter", Prefilter.of(pods, self.profile))
         object.__setattr__(self, "judges_workloads", "workload" in reads)
         object.__setattr__(self, "_reads_by_kinds", {})
         object.__setattr__(self, "_plain", {})

@@ -25,6 +25,7 @@ from typing import Any
 
 from webhook.core.engine.reads import Reads
 from webhook.core.kit.dicts import api_group
+from webhook.core.supply.profiles import GENERIC, ClusterProfile
 from webhook.core.workloads.kinds import template_paths
 from webhook.core.workloads.pods import CONTAINER_FIELDS
 
@@ -45,11 +46,16 @@ class Prefilter:
     annotations: frozenset[str]
     heads: frozenset[str]  # annotation key prefixes (before the "/")
     labels: frozenset[str]
+    # Pods that may run on a GPU node (Reads.image_env): placed by nodeName, run by a
+    # RuntimeClass, or tolerating one of these taint keys (or every key).
+    placement: bool = False
+    placement_taints: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, reads: Reads) -> Prefilter | None:
+    def of(cls, reads: Reads, profile: ClusterProfile = GENERIC) -> Prefilter | None:
         """The filter for what the checks that judge pods read; None if one of them
         reads fields it does not declare."""
+        taints = image_env_taints(reads, profile)
         if reads.every_field:
             return None
         return cls(
@@ -65,6 +71,8 @@ class Prefilter:
             reads.annotations,
             reads.annotation_prefixes,
             reads.labels,
+            bool(taints),
+            taints,
         )
 
     def plain_pods(self, obj: Mapping[str, Any]) -> int | None:
@@ -105,6 +113,8 @@ class Prefilter:
                 spec.get("securityContext"), self.pod_security
             ):
                 return False
+            if self.placement and not self._unplaced(spec):
+                return False
             for field in CONTAINER_FIELDS:
                 containers = spec.get(field)
                 if containers is None:
@@ -134,6 +144,22 @@ class Prefilter:
                 return False
         annotations = meta.get("annotations")
         return annotations is None or self._annotations(annotations)
+
+    def _unplaced(self, spec: dict[str, Any]) -> bool:
+        """Neither nodeName nor a RuntimeClass, and no toleration of a GPU node's taint."""
+        if "nodeName" in spec or "runtimeClassName" in spec:
+            return False
+        tolerations = spec.get("tolerations")
+        if tolerations is None:
+            return True
+        if type(tolerations) is not list:
+            return False
+        for t in tolerations:
+            key = t.get("key") if type(t) is dict else None
+            # No key: it tolerates every taint (an odd key goes to the engine too).
+            if type(key) is not str or not key or key in self.placement_taints:
+                return False
+        return True
 
     def _annotations(self, annotations: Any) -> bool:
         if type(annotations) is not dict:
@@ -206,3 +232,15 @@ class Prefilter:
                 if part in path:
                     return False
         return True
+
+
+def image_env_taints(reads: Reads, profile: ClusterProfile) -> frozenset[str]:
+    """The taint keys whose tolerations make a pod a trigger of `Reads.image_env` under
+    this cluster profile (with nodeName and runtimeClassName): the taints the profile
+    says every GPU node carries, else the keys the checks name by convention. Empty when
+    no check reads the image env, or the toolkit takes no device list from an
+    unprivileged container's env."""
+    if not reads.image_env or not profile.container_toolkit.accept_envvar_unprivileged:
+        return frozenset()
+    facts = frozenset(t.key for t in profile.gpu_nodes.taints if t.effect != "PreferNoSchedule")
+    return facts or reads.image_env

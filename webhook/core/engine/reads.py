@@ -8,7 +8,9 @@ not from a list of checks somewhere else:
 - the server's evaluation cache (webhook.serve.evalcache) keys an object on what the
   checks can read of it, and never serves from the cache what depends on who asks;
 - the DRA supply is warmed before a claim is judged, and joined from `check`'s own
-  input, only where a check reads it.
+  input, only where a check reads it;
+- the webhook's matchConditions (webhook.kube.match_conditions) send the apiserver's
+  requests that hold a trigger, and nothing else.
 
 A pod-spec field listed here is a *trigger*: a check may read more (labels, node
 selectors, tolerations), but finds nothing in a pod that holds none of its triggers.
@@ -40,6 +42,13 @@ class Reads:
     annotations: frozenset[str] = _EMPTY  # annotation keys
     annotation_prefixes: frozenset[str] = _EMPTY  # annotation keys by their part before "/"
     labels: frozenset[str] = _EMPTY  # label keys (a Namespace's admin-access label)
+    # What a container's image may set (NVIDIA_VISIBLE_DEVICES=all in every CUDA image),
+    # which admission cannot see: it matters for a pod that may run on a GPU node, where
+    # the cluster's toolkit takes device lists from an unprivileged container's env. A
+    # pod is a trigger when it is placed by nodeName or runs under a RuntimeClass, or
+    # tolerates a taint GPU nodes carry: the cluster profile's (gpuNodes), else these
+    # conventional keys (webhook.core.engine.prefilter image_env_taints).
+    image_env: frozenset[str] = _EMPTY
     every_field: bool = False  # fields not declared above: nothing may be filtered out
     # Beyond the target's own fields:
     requester: bool = False  # who asks (userInfo), the object before an UPDATE, the operation
