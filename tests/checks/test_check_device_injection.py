@@ -74,12 +74,12 @@ def host_path_pod(path: str, *, mounted_by: str = "containers") -> dict[str, Any
         (
             "/",
             'exposes host path "/", a parent of GPU device paths (/dev/nvidia[0-9]*, '
-            "/dev/nvidiactl, /dev/nvidia-uvm and 11 more)",
+            "/dev/nvidiactl, /dev/nvidia-uvm and 12 more)",
         ),
         (
             "/dev",
             'exposes host path "/dev", a parent of GPU device paths (/dev/nvidia[0-9]*, '
-            "/dev/nvidiactl, /dev/nvidia-uvm and 11 more)",
+            "/dev/nvidiactl, /dev/nvidia-uvm and 12 more)",
         ),
         ("//dev/", 'host path "/dev" (normalised from "//dev/"), a parent of GPU device paths'),
     ],

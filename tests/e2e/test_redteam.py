@@ -57,20 +57,20 @@ IDS = [c["id"] for c in CASES]
 def test_the_table_is_well_formed() -> None:
     assert len(IDS) == len(set(IDS))
     for case in CASES:
-        fields = {"id", "mechanism", "why", "manifest", "expect", "object", "old", "operation",
-                  "subResource", "checkOnly", "admissionOnly"}  # fmt: skip
+        fields = {"id", "mechanism", "why", "manifest", "expect", "warn", "object", "old",
+                  "operation", "subResource", "checkOnly", "admissionOnly"}  # fmt: skip
         assert set(case) <= fields, case["id"]
         assert isinstance(case["expect"], list), case["id"]
-    assert sum(1 for c in CASES if c["expect"]) >= 20  # ways in
-    assert sum(1 for c in CASES if not c["expect"]) >= 10  # controls
+    assert sum(1 for c in CASES if c["expect"] or c.get("warn")) >= 40  # ways in
+    assert sum(1 for c in CASES if not c["expect"] and not c.get("warn")) >= 15  # controls
 
 
 # --- check ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
-    """Deny rules by object name, from one `check` run over every case."""
+def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, set[str]]]:
+    """Rules by action and object name, from one `check` run over every case."""
     directory = tmp_path_factory.mktemp("redteam")
     for case in CASES:
         if not case.get("admissionOnly"):
@@ -83,22 +83,27 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     assert run.returncode in (0, 1), run.stderr
     out = json.loads(run.stdout)
     assert not out["errors"], out["errors"]
-    found: dict[str, set[str]] = {}
+    found: dict[str, dict[str, set[str]]] = {"deny": {}, "warn": {}}
     for result in out["results"]:
-        if result["action"] == "deny":
-            found.setdefault(result["name"], set()).add(f"{result['policy']}/{result['rule']}")
+        rules = found[result["action"]].setdefault(result["name"], set())
+        rules.add(f"{result['policy']}/{result['rule']}")
     return found
 
 
 @pytest.mark.parametrize(
     "case", [c for c in CASES if not c.get("admissionOnly")], ids=lambda c: c["id"]
 )
-def test_check(checked: dict[str, set[str]], case: Obj) -> None:
-    denied = checked.get(case["id"], set())
+def test_check(checked: dict[str, dict[str, set[str]]], case: Obj) -> None:
+    denied = checked["deny"].get(case["id"], set())
+    warned = checked["warn"].get(case["id"], set())
     if case["expect"]:
         assert set(case["expect"]) <= denied, f"{case['id']}: denied {sorted(denied)}"
     else:
         assert not denied, f"{case['id']}: a control was denied: {sorted(denied)}"
+    if case.get("warn"):
+        assert set(case["warn"]) <= warned, f"{case['id']}: warned {sorted(warned)}"
+    elif not case["expect"]:
+        assert not warned, f"{case['id']}: a control was warned about: {sorted(warned)}"
 
 
 # --- the apiserver ----------------------------------------------------------------------
@@ -162,3 +167,8 @@ def test_the_apiserver(admitted: dict[str, Obj], case: Obj) -> None:
             assert f"[{rule}]" in answer["message"], answer["message"]
     else:
         assert answer["allowed"] is True, f"{case['id']}: a control was refused: {answer}"
+    warnings = "\n".join(answer.get("warnings") or [])
+    for rule in case.get("warn", []):
+        assert f"[{rule}]" in warnings, f"{case['id']}: no warning for {rule}: {answer}"
+    if not case["expect"] and not case.get("warn"):
+        assert not warnings, f"{case['id']}: a control was warned about: {warnings}"

@@ -85,6 +85,7 @@ class Params(CheckParams):
         "/dev/nvidia-modeset",
         "/dev/nvidia-nvswitch*",
         "/dev/nvidia-fs*",
+        "/dev/gdrdrv",  # GDRCopy: GPU memory mapped for the CPU (NVIDIA/gdrcopy)
         "/dev/kfd",
         "/dev/char/195:*",  # udev's major:minor links; 195 is the NVIDIA major
     )
@@ -95,6 +96,11 @@ class Params(CheckParams):
         "/dev/char",  # nvidia-uvm's major is dynamic: any link there may be it
         "/dev/vfio",  # VFIO passthrough: a whole PCI device, GPUs included
         "/proc/driver/nvidia",
+        # MPS: work written to the control daemon's pipes runs on the GPUs it serves. The
+        # device plugin keeps them under /run/nvidia/mps (k8s-device-plugin MPS support),
+        # CUDA's own default is /tmp/nvidia-mps (CUDA_MPS_PIPE_DIRECTORY).
+        "/run/nvidia/mps",
+        "/tmp/nvidia-mps",
     )
     # The GPU Operator's containerised driver: its root holds the node's /dev
     # (gpu-operator controllers/object_controls.go DefaultDriverInstallDir and
