@@ -358,3 +358,60 @@ def test_serve_reads_the_cluster_profile_and_its_reload(tmp_path: Path) -> None:
         assert "offers 15360 MiB (catalog value for Tesla-T4, by " in message
     finally:
         server.stop()
+
+
+# --- the image's env (docs/runtime-access.md, "The image's env") -----------------------------
+
+IMAGE_PODS = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: tolerates, namespace: ml}
+spec:
+  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+  containers: [{name: tools, image: nvcr.io/nvidia/cuda:12.4.0-base}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: plain, namespace: ml}
+spec:
+  containers: [{name: tools, image: nvcr.io/nvidia/cuda:12.4.0-base}]
+"""
+
+
+def _docs_profile() -> str:
+    text = (POLICIES.parent / "docs" / "runtime-access.md").read_text()
+    start = text.index("```yaml\napiVersion: gpu-admission.io/v1alpha1\nkind: ClusterProfile")
+    return text[start + len("```yaml\n") : text.index("```", start + 7)]
+
+
+@pytest.mark.parametrize(
+    ("profile", "warned"),
+    [
+        (None, {"tolerates"}),  # nothing declared: the Pods that ask for GPU nodes
+        # GPU nodes all tainted, toolkit not hardened: the sound rule, same Pods here
+        ("spec:\n  gpuNodes: {taints: [{key: nvidia.com/gpu, effect: NoSchedule}]}\n",
+         {"tolerates"}),
+        # GPU nodes untainted (labels only): any Pod may land on one
+        ("spec:\n  gpuNodes: {labels: [nvidia.com/gpu.present=true]}\n",
+         {"tolerates", "plain"}),
+        ("DOCS", set()),  # the docs' hardened toolkit: nothing to report
+    ],
+    ids=["undeclared", "tainted", "untainted", "docs-hardened"],
+)  # fmt: skip
+def test_image_env_follows_the_cluster_profile(
+    tmp_path: Path, profile: str | None, warned: set[str]
+) -> None:
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICIES, policies)
+    if profile is not None:
+        head = "apiVersion: gpu-admission.io/v1alpha1\nkind: ClusterProfile\nmetadata: {name: c}\n"
+        text = _docs_profile() if profile == "DOCS" else head + profile
+        (policies / "cluster-profile.yaml").write_text(text)
+    manifest = tmp_path / "pods.yaml"
+    manifest.write_text(IMAGE_PODS)
+    run = gpu_admission("check", "--policies", str(policies), "-o", "json", str(manifest))
+    assert run.returncode == 0, run.stderr
+    found = {
+        r["name"] for r in json.loads(run.stdout)["results"] if r["rule"] == "image-visible-devices"
+    }
+    assert found == warned

@@ -221,6 +221,8 @@ def image_env_condition(reads: Reads, profile: ClusterProfile) -> str:
     """CEL true for a Pod that may run on a GPU node, as Reads.image_env reads it under
     this profile (webhook.core.engine.prefilter image_env_taints)."""
     taints = image_env_taints(reads, profile)
+    if taints is None:
+        return "true"  # GPU nodes without a taint of their own: any Pod may land there
     if not taints:
         return "false"
     keys = _cel_list(taints)

@@ -54,9 +54,10 @@ class Prefilter:
     @classmethod
     def of(cls, reads: Reads, profile: ClusterProfile = GENERIC) -> Prefilter | None:
         """The filter for what the checks that judge pods read; None if one of them
-        reads fields it does not declare."""
+        reads fields it does not declare, or every pod holds a trigger (untainted GPU
+        nodes, where an image's env may reach any pod: image_env_taints)."""
         taints = image_env_taints(reads, profile)
-        if reads.every_field:
+        if reads.every_field or taints is None:
             return None
         return cls(
             reads.extended_resources,
@@ -234,13 +235,17 @@ class Prefilter:
         return True
 
 
-def image_env_taints(reads: Reads, profile: ClusterProfile) -> frozenset[str]:
+def image_env_taints(reads: Reads, profile: ClusterProfile) -> frozenset[str] | None:
     """The taint keys whose tolerations make a pod a trigger of `Reads.image_env` under
-    this cluster profile (with nodeName and runtimeClassName): the taints the profile
-    says every GPU node carries, else the keys the checks name by convention. Empty when
-    no check reads the image env, or the toolkit takes no device list from an
-    unprivileged container's env."""
+    this cluster profile (with nodeName and runtimeClassName). Empty when no check reads
+    the image env, or the toolkit takes no device list from an unprivileged container's
+    env; the taints the profile says every GPU node carries; None, every pod, when the
+    profile describes GPU nodes with no such taint (any pod may land on one); else, the
+    profile saying nothing, the keys the checks name by convention."""
     if not reads.image_env or not profile.container_toolkit.accept_envvar_unprivileged:
         return frozenset()
-    facts = frozenset(t.key for t in profile.gpu_nodes.taints if t.effect != "PreferNoSchedule")
-    return facts or reads.image_env
+    facts = profile.gpu_nodes
+    keys = frozenset(t.key for t in facts.taints if t.effect != "PreferNoSchedule")
+    if keys:
+        return keys
+    return None if facts.taints or facts.labels else reads.image_env
