@@ -639,14 +639,12 @@ def _image_env(
     pod: PodView, access: PodAccess, context: Context, params: Params
 ) -> list[Violation]:
     """image-visible-devices: containers whose device list is left to their image."""
-    exposed = exposed_containers(pod)
-    if not exposed:
-        return []
-    reported = {id(c) for g in access.grants if g.channel in _ENV_CHANNELS for c in g.reaches}
-    exposed = tuple(c for c in exposed if id(c) not in reported)
-    why = _image_reaches_gpu_node(pod, context, params) if exposed else None
+    # Where the Pod may run first: most Pods ask for no GPU node, and it is the cheaper.
+    why = _image_reaches_gpu_node(pod, context, params)
     if why is None:
         return []
+    reported = {id(c) for g in access.grants if g.channel in _ENV_CHANNELS for c in g.reaches}
+    exposed = tuple(c for c in exposed_containers(pod) if id(c) not in reported)
     return [
         Violation(
             "image-visible-devices",
@@ -676,6 +674,11 @@ def _image_reaches_gpu_node(pod: PodView, context: Context, params: Params) -> s
     facts = context.profile.gpu_nodes
     if facts.taints or facts.labels:
         return _reaches_gpu_node(pod, context, params)
+    raw = pod.spec
+    if not pod.tolerations_added and not (
+        "nodeName" in raw or "runtimeClassName" in raw or "tolerations" in raw
+    ):
+        return None  # nearly every Pod: nothing asks for a GPU node
     spec = placement_spec(pod)
     if spec.get("nodeName"):
         return _reaches_gpu_node(pod, context, params)
