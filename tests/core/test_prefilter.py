@@ -26,6 +26,7 @@ from tests.support.paths import ROOT, SHARED
 from webhook.core.engine.evaluation import evaluate
 from webhook.core.engine.policy import PolicySet
 from webhook.core.engine.subject import subject_of
+from webhook.core.supply.gpu_placement import plain_node_names
 from webhook.core.supply.inventory import Inventory
 from webhook.errors import ManifestError
 from webhook.sources.files import read_inventory
@@ -153,3 +154,21 @@ def test_each_channel_keeps_an_object_from_the_filter(field: Any, value: Any) ->
     assert agrees(copy.deepcopy(plain))
     put(plain, field, value)
     assert not agrees(plain)
+
+
+def test_a_pod_bound_to_a_node_without_gpus_passes_with_the_inventory() -> None:
+    # An audited Pod is bound: nodeName says where it runs. On a node that advertises no
+    # extended resource and carries no GPU label, an image's device list reaches nothing.
+    policy_set = shipped()
+    prefilter = policy_set.prefilter
+    assert prefilter is not None
+    inventory = inventories()[1]
+    plain = plain_node_names(inventory)
+    assert "cpu-0" in plain and not any(n.startswith("gpu-") for n in plain)
+    for node, passes in (("cpu-0", True), ("gpu-h100-0", False), ("unknown-7", False)):
+        spec = {"nodeName": node, "containers": [{"name": "c", "image": "cuda"}]}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "w"}, "spec": spec}
+        assert (prefilter.plain_pods(pod, plain) is not None) is passes, node
+        decision = evaluate(policy_set, subject_of(pod), inventory)
+        assert bool(decision.findings) is (node != "cpu-0"), (node, decision.findings)
+        assert evaluate(policy_set, subject_of(pod), inventory, prefilter=True) == decision

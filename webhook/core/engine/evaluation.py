@@ -21,6 +21,7 @@ from webhook.core.engine.subject import Subject as Subject  # re-exported: the e
 from webhook.core.kit.dicts import api_group
 from webhook.core.kit.paths import Path
 from webhook.core.kit.text import clip
+from webhook.core.supply.gpu_placement import plain_node_names
 from webhook.core.supply.inventory import Inventory
 from webhook.core.workloads.targets import NamespaceView, Target, Targets, targets_of
 from webhook.core.workloads.unjudged import shape_findings, unconfigured
@@ -36,6 +37,7 @@ OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 ERROR_TEXT_LIMIT = 200  # characters of an exception's text kept in Decision.error
 _NO_RULES: frozenset[str] = frozenset()
 _PODS = ("pod",)
+_NONE: frozenset[str] = frozenset()
 
 
 # Finding and Decision are NamedTuples rather than frozen dataclasses: every admission
@@ -127,7 +129,7 @@ def evaluate(
     obj = subject.obj
     plain = policy_set.prefilter if prefilter else None
     if plain is not None and type(obj) is dict:
-        pods = plain.plain_pods(obj)
+        pods = plain.plain_pods(obj, plain_node_names(inventory) if plain.placement else _NONE)
         if pods is not None:
             return _plain(policy_set, subject, pods)
     kind = subject.kind

@@ -76,17 +76,20 @@ class Prefilter:
             taints,
         )
 
-    def plain_pods(self, obj: Mapping[str, Any]) -> int | None:
+    def plain_pods(
+        self, obj: Mapping[str, Any], plain_nodes: frozenset[str] = frozenset()
+    ) -> int | None:
         """How many pod specs `obj` holds when it is a Pod or a built-in controller whose
-        pod specs hold no trigger; None when the engine must judge it."""
+        pod specs hold no trigger; None when the engine must judge it. `plain_nodes`:
+        nodes known to have no GPU, where a Pod bound by nodeName reaches none."""
         kind = obj.get("kind")
         api_version = obj.get("apiVersion")
         if kind == "Pod" and api_version == "v1":  # nearly every object audited
-            return 1 if self._pod(obj) else None
+            return 1 if self._pod(obj, plain_nodes) else None
         paths = template_paths(api_version, kind)
         if paths is None:
             if kind == "Pod" and api_group(api_version) == "":  # another version of core
-                return 1 if self._pod(obj) else None
+                return 1 if self._pod(obj, plain_nodes) else None
             return None
         pods = 0
         for path in paths:
@@ -95,7 +98,7 @@ class Prefilter:
                 template = template.get(step) if type(template) is dict else None
             if template is None:
                 continue
-            if not (type(template) is dict and self._pod(template)):
+            if not (type(template) is dict and self._pod(template, plain_nodes)):
                 return None
             pods += 1
         return pods
@@ -103,7 +106,7 @@ class Prefilter:
     # Plain loops below, not all()/any() over generators: this runs on every Pod of an
     # audit, and a generator costs more to make than the few items it looks at.
 
-    def _pod(self, holder: Mapping[str, Any]) -> bool:
+    def _pod(self, holder: Mapping[str, Any], plain_nodes: frozenset[str]) -> bool:
         """A pod (or a template: metadata and spec) without any trigger. The containers
         come first: a GPU pod's resources end the walk at once."""
         spec = holder.get("spec")
@@ -114,7 +117,7 @@ class Prefilter:
                 spec.get("securityContext"), self.pod_security
             ):
                 return False
-            if self.placement and not self._unplaced(spec):
+            if self.placement and not self._unplaced(spec, plain_nodes):
                 return False
             for field in CONTAINER_FIELDS:
                 containers = spec.get(field)
@@ -146,9 +149,12 @@ class Prefilter:
         annotations = meta.get("annotations")
         return annotations is None or self._annotations(annotations)
 
-    def _unplaced(self, spec: dict[str, Any]) -> bool:
+    def _unplaced(self, spec: dict[str, Any], plain_nodes: frozenset[str]) -> bool:
         """Neither nodeName nor a RuntimeClass, and no toleration of a GPU node's taint."""
-        if "nodeName" in spec or "runtimeClassName" in spec:
+        if "runtimeClassName" in spec:
+            return False
+        name = spec.get("nodeName")
+        if name is not None and (type(name) is not str or name not in plain_nodes):
             return False
         tolerations = spec.get("tolerations")
         if tolerations is None:

@@ -66,6 +66,28 @@ def gpu_node_bits(inventory: Inventory, *, is_gpu: Callable[[str], bool]) -> int
     return found  # type: ignore[no-any-return]
 
 
+def plain_node_names(inventory: Inventory) -> frozenset[str]:
+    """The names of the inventory's nodes that advertise no extended resource and carry no
+    GPU label: a Pod bound to one reaches no GPU, whatever the policies call a GPU (the
+    pre-filter skips such bound Pods; worked out once per inventory snapshot)."""
+    if not inventory.known:
+        return frozenset()
+    key = "plain-node-names"
+    found: frozenset[str] | None = inventory.memo(key)
+    if found is None:
+        index = inventory.index
+        busy = 0
+        for name, ri in index.resources.items():
+            if "/" in name:
+                busy |= ri.bits
+        for label in GPU_NODE_LABELS:
+            busy |= index.key_bits(label)
+        plain = index.all & ~busy
+        found = frozenset(node.name for node in index.nodes_in(plain))
+        inventory.remember(key, found, 64 + 80 * len(found))
+    return found
+
+
 def may_run_on_gpu_node(
     pod: PodView,
     *,
