@@ -144,3 +144,38 @@ items:
     inventory = read_inventory(str(tmp_path / "nodes.yaml"))
 
     assert [o.count for o in inventory.offers["nvidia.com/gpu"]] == [want]
+
+
+DUPLICATED = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: twice}
+spec:
+  containers:
+    - name: main
+      image: busybox
+      resources:
+        limits: {nvidia.com/gpu: 1}
+      resources:
+        limits: {nvidia.com/gpux: 1}
+      securityContext:
+        privileged: false
+        privileged: true
+"""
+
+
+def test_check_names_both_lines_of_a_repeated_key_and_judges_the_last(tmp_path: Path) -> None:
+    (tmp_path / "twice.yaml").write_text(DUPLICATED)
+
+    proc = gpu_admission("check", "-o", "json", str(tmp_path / "twice.yaml"))
+
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 2, proc.stderr  # an input error, as kustomize would refuse it
+    out = json.loads(proc.stdout)
+    where = str(tmp_path / "twice.yaml")
+    assert [e.split(": kubectl")[0] for e in out["errors"]] == [
+        f'{where}:10: key "resources" appears twice in one mapping ({where}:8 and {where}:10)',
+        f'{where}:14: key "privileged" appears twice in one mapping ({where}:13 and {where}:14)',
+    ]
+    found = {(r["rule"], r["line"]) for r in out["results"]}
+    assert found == {("unknown-resource", 11), ("privileged", 14)}  # the blocks kubectl reads

@@ -129,3 +129,54 @@ def test_documents_before_a_syntax_error_are_still_yielded() -> None:
 )
 def test_format_path(path: tuple[str | int, ...], text: str) -> None:
     assert format_path(path) == text
+
+
+REPEATED = """\
+apiVersion: v1
+kind: Pod
+spec:
+  containers:
+    - name: main
+      resources:
+        limits: {nvidia.com/gpu: 1}
+      resources:
+        limits: {nvidia.com/gpu: 2}
+"""
+
+
+def _says(key: str, first: int, later: int) -> str:
+    return (
+        f'f.yaml:{later}: key "{key}" appears twice in one mapping (f.yaml:{first} and '
+        f"f.yaml:{later}): kubectl apply -f keeps the last one silently, kustomize and the "
+        f"apiserver's strict YAML decoding refuse it. Keep one; the object is judged as "
+        f"kubectl reads it, with the block at line {later}."
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "repeats"),
+    [
+        (REPEATED, [_says("resources", 6, 8)]),
+        ("a: 1\nb: 2\na: 3\na: 4\n", [_says("a", 1, 3), _says("a", 1, 4)]),
+        # Inner mappings are built first; the errors still come in line order.
+        ("a: {x: 1, x: 2}\na: 3\nb: [{y: 1}, {y: 1, y: 2}]\n",
+         [_says("x", 1, 1), _says("a", 1, 2), _says("y", 3, 3)]),
+        # Keys equal once read as Kubernetes reads them (`y` is "true", `1` is "1").
+        ('y: a\n"true": b\n', [_says("true", 1, 2)]),
+        ('1: a\n"1": b\n', [_says("1", 1, 2)]),
+        # Merged keys are not written twice: an explicit key overrides them.
+        ("base: &b {x: 1}\nm: {<<: *b, x: 2}\n", []),
+        ("m: {<<: [{x: 1}, {x: 2}]}\n", []),
+        ("a: 1\nb: 2\n", []),
+    ],
+)  # fmt: skip
+def test_repeated_keys_are_named_with_both_lines(text: str, repeats: list[str]) -> None:
+    (doc,) = iter_documents(text, source="f.yaml")
+    assert list(doc.repeats) == repeats
+
+
+def test_a_repeated_key_reads_and_places_the_last_block() -> None:
+    (doc,) = iter_documents(REPEATED, source="f.yaml")
+    limits = ("spec", "containers", 0, "resources", "limits", "nvidia.com/gpu")
+    assert doc.data["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert doc.line_of(limits) == 9

@@ -39,10 +39,27 @@ from webhook.core.workloads.targets import TargetKind
 @dataclass(frozen=True)
 class Params(CheckParams):
     vendor_prefixes: tuple[str, ...] = ("nvidia.com/", "amd.com/", "gpu.intel.com/")
-    # Names under a vendor prefix that are not GPUs (NVIDIA network devices, for one).
+    # Network devices NVIDIA's network operator advertises under the same nvidia.com/
+    # prefix: its SR-IOV and RDMA device plugins take the prefix from the operator
+    # (Mellanox/network-operator deployment/network-operator/values.yaml
+    # `sriov-network-operator.operator.resourcePrefix: "nvidia.com"`, and
+    # `resourcePrefix: "nvidia.com"` for the RDMA shared device plugin in
+    # example/crs/mellanox.com_v1alpha1_nicclusterpolicy_cr-full.yaml, both at
+    # b06827e0) and the name from the platform's config: `sriovlegacy`
+    # (example/sriov-network/sriov-network-node-policy-legacy.yaml), `sriov_rdma_vf`
+    # (scripts/sosreport/kubectl-netop_sosreport), `rdma_shared_device_a`
+    # (config/samples), `hostdev` (HostDeviceNetwork), `mlnxnics` (infiniband example);
+    # OCI's add-on names its VFs `rdma-vf`. Names are free, so these are families
+    # by the operator's own naming; a platform adds its own here.
+    network_resources: tuple[str, ...] = (
+        "nvidia.com/sriov*",
+        "nvidia.com/rdma*",
+        "nvidia.com/hostdev*",
+        "nvidia.com/mlnxnics*",
+    )
+    # Names under a vendor prefix that are not GPU counts: HAMi's memory and core shares
+    # (its scheduler reads them; no node advertises them as allocatable).
     ignored_resources: tuple[str, ...] = (
-        "nvidia.com/hostdev",
-        "nvidia.com/mlnxnics",
         "nvidia.com/gpumem",
         "nvidia.com/gpumem-percentage",
         "nvidia.com/gpucores",
@@ -56,7 +73,9 @@ class Params(CheckParams):
 
     @cached_property
     def gpus(self) -> GpuResources:
-        return gpu_resources(prefixes=self.vendor_prefixes, exclude=self.ignored_resources)
+        return gpu_resources(
+            prefixes=self.vendor_prefixes, exclude=self.network_resources + self.ignored_resources
+        )
 
 
 def _apiserver_rules(pod: PodView, amounts: Sequence[ResourceAmount]) -> Iterator[Violation]:

@@ -17,6 +17,7 @@ from webhook.core.supply.inventory import Inventory
 from webhook.core.workloads.identity import namespace_of
 from webhook.errors import ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
+from webhook.sources.yamlsource import Document
 
 if TYPE_CHECKING:
     from webhook.sources.dumpsplit import Part
@@ -62,8 +63,13 @@ def check_paths(
                 run.found.add(name)
                 run.skipped["not a Kubernetes file"] += 1
                 continue
+            told: Document | None = None
             for item in iter_objects(name, data):
                 run.found.add(name)
+                document = item.document if isinstance(item, SourceObject) else item
+                if document.repeats and document is not told:  # once per document
+                    told = document
+                    run.errors += document.repeats
                 if isinstance(item, SourceObject):
                     check_object(item, run, policy_set, inventory)
                 else:

@@ -5,7 +5,8 @@ direct walk builds what sigs.k8s.io/yaml's JSON says (`kubeyaml`): strings as th
 other scalars by go-yaml v2's rules, keys made strings, merge keys `<<` applied in
 go-yaml v2's order (decode.go `mapping` and `merge`: a merged mapping sets its keys
 where the `<<` stands, so a later key wins, and in a list of merged mappings the
-earlier one wins), a repeated key's last value kept (`Unmarshal` is not strict). Tags
+earlier one wins), a repeated key's last value kept (`Unmarshal` is not strict) and the
+pair of keys noted for the caller (docs/yaml.md "Duplicate keys"). Tags
 on mappings and lists are ignored, as decode.go ignores them (`!!set` is a mapping).
 
 A document with anchors shares one object per anchored node, as PyYAML does
@@ -26,16 +27,21 @@ _Mapping = yaml.MappingNode
 _Sequence = yaml.SequenceNode
 
 
-def build(node: yaml.Node, *, shared: bool) -> Any:
-    """The data of a document; `shared`: whether it may hold aliases."""
-    return _Builder({} if shared else None).value(node)
+Repeats = list[tuple[yaml.ScalarNode, yaml.ScalarNode]]
+
+
+def build(node: yaml.Node, *, shared: bool, repeats: Repeats | None = None) -> Any:
+    """The data of a document; `shared`: whether it may hold aliases. Each key written
+    twice in one mapping is added to `repeats` as (first key, later key)."""
+    return _Builder({} if shared else None, [] if repeats is None else repeats).value(node)
 
 
 class _Builder:
-    __slots__ = ("memo",)
+    __slots__ = ("memo", "repeats")
 
-    def __init__(self, memo: dict[int, Any] | None) -> None:
+    def __init__(self, memo: dict[int, Any] | None, repeats: Repeats) -> None:
         self.memo = memo
+        self.repeats = repeats
 
     def value(self, node: yaml.Node) -> Any:
         kind = type(node)
@@ -72,7 +78,21 @@ class _Builder:
                 self.merge(key, item, out)
             else:
                 out[json_key(key)] = self.value(item)
+        if len(out) < len(node.value):  # a repeated key, or a merge `<<`: look closer
+            self.repeated(node)
         return out
+
+    def repeated(self, node: yaml.MappingNode) -> None:
+        """Keys written twice in this mapping (merged keys are not written here)."""
+        first: dict[str, yaml.ScalarNode] = {}
+        for key, _ in node.value:
+            if key.tag == MERGE and key.value == "<<":
+                continue
+            text = key.value if key.tag == STR else json_key(key)
+            if text in first:
+                self.repeats.append((first[text], key))
+            else:
+                first[text] = key
 
     def merge(self, key: yaml.Node, item: yaml.Node, out: dict[str, Any]) -> None:
         """decode.go `merge`: a mapping (or an alias of one), or a list written in place

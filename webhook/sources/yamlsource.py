@@ -24,10 +24,11 @@ from typing import Any
 import yaml
 
 from webhook.core.kit.paths import Path
+from webhook.core.kit.text import shown
 from webhook.errors import ManifestError
 from webhook.sources.bounds import MAX_DEPTH
 from webhook.sources.kubeyaml import STR, KubeResolver, KubeYAMLError, json_key
-from webhook.sources.yamlfast import build
+from webhook.sources.yamlfast import Repeats, build
 
 try:  # the libyaml C parser: several times faster, same results
     _Base: Any = yaml.CSafeLoader
@@ -49,6 +50,10 @@ class Document:
     line: int
     data: Any
     node: yaml.Node | None
+    # Keys written twice in one mapping, as input errors naming both lines: kubectl
+    # apply -f keeps the last silently, kustomize and strict field validation refuse
+    # them (docs/yaml.md "Duplicate keys").
+    repeats: tuple[str, ...] = ()
 
     def line_of(self, path: Path) -> int:
         """The 1-based line of the deepest field of `path` that exists in the file."""
@@ -68,12 +73,28 @@ def iter_documents(text: str | bytes, *, source: str) -> Iterator[Document]:
                 if not shallow(node):
                     expansion.measure(node)
                     expansion.forget()  # an anchor names a node in its own document only
-                data = build(node, shared=shallow.anchors)
+                repeats: Repeats = []
+                data = build(node, shared=shallow.anchors, repeats=repeats)
                 index += 1
                 if data is not None:
-                    yield Document(index, node.start_mark.line + 1, data, node)
+                    words = tuple(_repeated(source, a, b) for a, b in sorted(repeats, key=_later))
+                    yield Document(index, node.start_mark.line + 1, data, node, words)
     finally:
         loader.dispose()
+
+
+def _later(pair: tuple[yaml.Node, yaml.Node]) -> int:
+    return pair[1].start_mark.index
+
+
+def _repeated(source: str, first: yaml.Node, later: yaml.Node) -> str:
+    a, b = first.start_mark.line + 1, later.start_mark.line + 1
+    return (
+        f'{source}:{b}: key "{shown(str(later.value))}" appears twice in one mapping '
+        f"({source}:{a} and {source}:{b}): kubectl apply -f keeps the last one silently, "
+        f"kustomize and the apiserver's strict YAML decoding refuse it. Keep one; "
+        f"the object is judged as kubectl reads it, with the block at line {b}."
+    )
 
 
 @contextlib.contextmanager
@@ -215,10 +236,9 @@ def line_of(node: yaml.Node | None, path: Path) -> int:
     for step in path:
         child: yaml.Node | None = None
         if isinstance(node, yaml.MappingNode) and isinstance(step, str):
-            for key, value in node.value:  # the first key of that name, as jsonlines
+            for key, value in node.value:  # the last key of that name: the one read
                 if _key_text(key) == step:
                     line, child = key.start_mark.line + 1, value
-                    break
         elif (
             isinstance(node, yaml.SequenceNode)
             and isinstance(step, int)
