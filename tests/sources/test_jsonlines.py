@@ -69,7 +69,7 @@ def test_the_line_of_a_field_is_the_node_trees(value: Any, steps: list[Any], ind
         assert 1 + line_in(text.encode(), path) == yaml_line(text, path), (text, path)
 
 
-def test_the_first_of_two_equal_keys_and_escaped_keys() -> None:
+def test_the_last_of_two_equal_keys_and_escaped_keys() -> None:
     text = '{\n  "a": 1,\n  "a": {\n    "b": 2\n  },\n  "x\\/y": [\n    3\n  ]\n}'
     for path in [("a",), ("a", "b"), ("x/y", 0), ("missing",), ()]:
         assert 1 + line_in(text.encode(), path) == yaml_line(text, path), path

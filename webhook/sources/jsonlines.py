@@ -20,21 +20,62 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]|[^\s{}\[\]:,"]+')
 
 
 def line_in(text: bytes, path: Path) -> int:
-    """Newlines between the start of `text` (one JSON value) and the field of `path`."""
-    tokens = _Tokens(text)
-    line = 0
-    token = tokens.next()
-    for step in path:
-        if token == b"{" and isinstance(step, str):
-            found = _member(tokens, step)
-        elif token == b"[" and isinstance(step, int) and step >= 0:
-            found = _element(tokens, step)
-        else:
-            return line
+    """Newlines between the start of `text` (one JSON value) and the field of `path`. A
+    key written twice in one object is read as its last occurrence (Go's encoding/json
+    and sigs.k8s.io/yaml keep the last value), so the line is the last one's: each object
+    on the way is counted first, then walked again (a finding's line, not a hot path)."""
+    picks: list[int] = []
+    for depth, step in enumerate(path):
+        found = _walk(text, path[:depth], picks)
         if found is None:
+            break
+        _, token, tokens = found
+        picks.append(_count(tokens, step) - 1 if token == b"{" and isinstance(step, str) else 0)
+    line = 0
+    tokens = _Tokens(text)
+    token = tokens.next()
+    for step, pick in zip(path, picks, strict=False):
+        found_step = _step(tokens, token, step, pick)
+        if found_step is None:
             return line
-        line, token = found
+        line, token = found_step
     return line
+
+
+def _walk(text: bytes, path: Path, picks: list[int]) -> tuple[int, bytes, _Tokens] | None:
+    tokens = _Tokens(text)
+    token = tokens.next()
+    line = 0
+    for step, pick in zip(path, picks, strict=True):
+        found = _step(tokens, token, step, pick)
+        if found is None:
+            return None
+        line, token = found
+    return line, token, tokens
+
+
+def _step(tokens: _Tokens, token: bytes, step: str | int, pick: int) -> tuple[int, bytes] | None:
+    if token == b"{" and isinstance(step, str):
+        return _member(tokens, step, max(pick, 0))
+    if token == b"[" and isinstance(step, int) and step >= 0:
+        return _element(tokens, step)
+    return None
+
+
+def _count(tokens: _Tokens, key: str) -> int:
+    """After `{`: how many times `key` is a member of this object."""
+    count = 0
+    while True:
+        t = tokens.next()
+        if t in (b"}", b""):
+            return count
+        if t == b",":
+            continue
+        name = orjson.loads(t) if t[:1] == b'"' else None
+        if tokens.next() != b":":
+            return count
+        count += name == key
+        _skip(tokens, tokens.next())
 
 
 class _Tokens:
@@ -70,8 +111,9 @@ def _skip(tokens: _Tokens, token: bytes) -> None:
             depth -= 1
 
 
-def _member(tokens: _Tokens, key: str) -> tuple[int, bytes] | None:
-    """After `{`: the line of the key and the first token of its value."""
+def _member(tokens: _Tokens, key: str, skip: int = 0) -> tuple[int, bytes] | None:
+    """After `{`: the line of the key (its occurrence after `skip` earlier ones) and the
+    first token of its value."""
     while True:
         t = tokens.next()
         if t in (b"}", b""):
@@ -84,7 +126,9 @@ def _member(tokens: _Tokens, key: str) -> tuple[int, bytes] | None:
             return None
         value = tokens.next()
         if name == key:
-            return line, value
+            if not skip:
+                return line, value
+            skip -= 1
         _skip(tokens, value)
 
 
