@@ -451,7 +451,7 @@ def _search(
     union = 0
     for d in group:
         union |= d.allowed
-    per_node = sum(_most_per_node(d, inventory, d.allowed) for d in group)
+    per_node = _group_per_node(group, inventory, union)
     need = sum(d.ranks for d in group)
     best: tuple[int | None, str | None, int] = (None, None, 0)
     for n, value, nodes in sorted(((size(s), v, s) for v, s in ki.values.items()), reverse=True):
@@ -464,6 +464,18 @@ def _search(
         if best[0] is None or held > best[0]:
             best = (held, value, bits.bit_count())
     return best
+
+
+def _group_per_node(group: tuple[Demand, ...], inventory: Inventory, union: int) -> int:
+    """The most ranks of the group one node holds: with one GPU resource shared by every
+    role, its largest count over the smallest ask (whatever each role's own cap); else
+    the sum of each role's most."""
+    resources = {r for d in group for r, _ in d.wants}
+    if len(resources) == 1 and all(len(d.wants) == 1 for d in group):
+        least = min(d.wants[0][1] for d in group)
+        probe = group[0]._replace(wants=((resources.pop(), least),), one_per_node=False)
+        return _most_per_node(probe, inventory, union)
+    return sum(_most_per_node(d, inventory, d.allowed) for d in group)
 
 
 def _group_ranks(group: tuple[Demand, ...], inventory: Inventory, bits: int) -> int:
