@@ -64,9 +64,9 @@ _ASPECTS: tuple[tuple[str, Callable[[Rank], Hashable], Callable[[Rank], str], st
 )
 
 
-def _where(aspect: str, rank: Rank) -> Path:
-    if aspect == "GPU product":
-        return rank.products_path
+def _where(aspect: str, first: Rank, rank: Rank) -> Path:
+    if aspect == "GPU product":  # the pin, where one rank has it and the other not
+        return first.products_path if rank.products is None else rank.products_path
     if aspect == "network attachments" and rank.networks and not rank.rdma:
         return (*rank.role.pod.metadata_path, "annotations")
     return rank.gpu_path
@@ -89,7 +89,7 @@ def ranks_differ(job: Job) -> list[Violation]:
         out.append(
             Violation(
                 "ranks-differ",
-                _where(aspect, other),
+                _where(aspect, first, other),
                 f"the ranks of the {job.kind} differ in {aspect}: {first.name} has "
                 f"{say(first)}, {other.name} {say(other)}. One job's ranks run in lockstep: "
                 f"{why}. Give every rank the same {aspect}.",
