@@ -244,6 +244,11 @@ LINE_HOLDS = {
     "missing-slo-class": r"^\s+nvidia\.com/",
     "unknown-slo-class": r"^\s+gpu-admission\.io/slo-class: realtime$",
     "sharing-mode-not-accepted": r"^\s+nvidia\.com/gpu: 1$",
+    "gang-not-wired": r"^metadata:$",
+    "gang-disabled": r"^spec:$",
+    "ranks-differ": r"^\s+nvidia\.com/gpu\.product: NVIDIA-H100-80GB-HBM3$",
+    "nproc-exceeds-gpus": r"^\s+command: \[torchrun, --nproc-per-node=8",
+    "nproc-unequal": r"^\s+command: \[sh, -c, \"torchrun --nnodes=3 --nproc_per_node=4",
 }
 
 

@@ -12,6 +12,7 @@ from webhook.core.engine.check import Check
 def registry() -> dict[str, Check]:
     from webhook.checks import (
         device_injection,
+        distributed,
         dra_claims,
         dra_guardrails,
         memory_fit,
@@ -19,5 +20,13 @@ def registry() -> dict[str, Check]:
         slo_class,
     )
 
-    modules = (device_injection, resource_names, memory_fit, slo_class, dra_claims, dra_guardrails)
+    modules = (
+        device_injection,
+        resource_names,
+        memory_fit,
+        slo_class,
+        dra_claims,
+        dra_guardrails,
+        distributed,
+    )
     return {m.CHECK.name: m.CHECK for m in modules}

@@ -23,7 +23,15 @@ from webhook.core.supply.profiles import (
     TaintFact,
     profile,
 )
-from webhook.core.workloads.shapes import ContainerShape, Factor, KindShape, PodField, PodShape
+from webhook.core.workloads.shapes import (
+    ContainerShape,
+    Factor,
+    GangField,
+    JobShape,
+    KindShape,
+    PodField,
+    PodShape,
+)
 from webhook.errors import ManifestError, PolicyError
 from webhook.sources.yamlsource import Document, iter_documents
 
@@ -35,7 +43,9 @@ if TYPE_CHECKING:  # pydantic comes with these: imported where documents are val
         ContainersPath,
         CustomKind,
         GpuNodesSpec,
+        JobSpec,
         PodSpecPath,
+        ReplicaField,
         TemplatePath,
     )
 
@@ -190,7 +200,29 @@ def kind_shape(c: CustomKind, *, source: str, action: Action) -> KindShape:
         pods.append(
             PodShape("containers", _steps(k.path), (own,), labels, **_role(k), fields=fields)
         )
-    return KindShape(c.group, c.kind, tuple(pods), source, action)
+    return KindShape(c.group, c.kind, tuple(pods), source, action, _job(c.job))
+
+
+def _job(job: JobSpec | None) -> JobShape | None:
+    if job is None:
+        return None
+    gang = tuple(
+        GangField(_steps(g.path), _opt_steps(g.minAvailable), g.unset, g.zeroIsUnset)
+        for g in job.gang
+    )
+    return JobShape(
+        gang,
+        _factors(job.group),
+        _opt_steps(job.nprocPerNode),
+        tuple(job.nprocRoles),
+        job.ranksAlike,
+    )
+
+
+def _factors(fields: list[ReplicaField] | None) -> tuple[Factor, ...] | None:
+    if fields is None:
+        return None
+    return tuple(Factor(_opt_steps(f.path), f.default, f.less) for f in fields)
 
 
 def _pod_fields(p: PodSpecPath | ContainersPath) -> tuple[PodField, ...]:
@@ -211,16 +243,12 @@ def _pod_fields(p: PodSpecPath | ContainersPath) -> tuple[PodField, ...]:
 
 def _role(p: TemplatePath | PodSpecPath | ContainersPath) -> dict[str, Any]:
     """What a place says of its role: optional, its name, its Pod count's factors."""
-    factors = (
-        None
-        if p.replicas is None
-        else tuple(Factor(_opt_steps(f.path), f.default, f.less) for f in p.replicas)
-    )
     return {
         "optional": p.optional,
         "role": p.role,
         "role_at": _opt_steps(p.roleAt),
-        "replicas": factors,
+        "replicas": _factors(p.replicas),
+        "minimum": _opt_steps(p.minAvailable),
     }
 
 

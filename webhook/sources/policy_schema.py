@@ -107,6 +107,9 @@ class _PodPath(_Strict):
     replicas: list[ReplicaField] | None = Field(
         None, max_length=8, description="factors whose product is the role's Pod count"
     )
+    minAvailable: _FieldPath | None = Field(
+        None, description="the role's own gang minimum (its replicas when absent)"
+    )
 
     @model_validator(mode="after")
     def _one_name(self) -> Self:
@@ -198,9 +201,31 @@ class ContainersPath(_PodPath):
     podFields: list[PodField] = Field(default=[], max_length=16)
 
 
+class GangField(_Strict):
+    """A field of the kind's own that asks its operator for a gang (webhook.core.jobs)."""
+
+    path: _RootPath = Field(description="present: the kind asks for a gang")
+    minAvailable: _RootPath | None = Field(None, description="relative to path")
+    unset: Literal["worldSize", "roleMinimums"] = "worldSize"
+    zeroIsUnset: bool = Field(False, description="0 means unset (an int32 with omitempty)")
+
+
+class JobSpec(_Strict):
+    """The kind's roles are the ranks of one distributed job (webhook.core.jobs)."""
+
+    gang: list[GangField] = Field(default=[], max_length=8)
+    group: list[ReplicaField] | None = Field(
+        None, max_length=8, description="Pods of one gang (default: every Pod of the object)"
+    )
+    nprocPerNode: _RootPath | None = Field(None, description="processes per Pod")
+    nprocRoles: list[str] = Field(default=[], max_length=16, description="[]: every role")
+    ranksAlike: bool = Field(True, description="false: roles may differ on purpose")
+
+
 class CustomKind(_Strict):
     group: str
     kind: str
+    job: JobSpec | None = None
     templates: list[TemplatePath] = Field(
         default=[], description="PodTemplateSpecs (metadata + spec)"
     )

@@ -81,6 +81,9 @@ class Role(NamedTuple):
     # it (a DaemonSet: one per node; a custom kind whose WorkloadKinds entry gives no count).
     replicas: int | None
     path: Path  # where the role is declared (the template's holder, () for the object)
+    # The role's own gang minimum where its kind has one (a Volcano task's minAvailable,
+    # its replicas when absent); None otherwise.
+    minimum: int | None = None
 
 
 class WorkloadView(NamedTuple):
@@ -188,7 +191,8 @@ def configured(obj: Mapping[str, Any], rule: KindShape) -> WorkloadView:
             if isinstance(value, Mapping):
                 name, replicas, holder = role_of(obj, shape, path, pattern=pattern)
                 views = _shaped(obj, shape, path, value, templates, budget)
-                roles += [Role(name, v, replicas, holder) for v in views]
+                least = _minimum(obj, holder, shape, replicas)
+                roles += [Role(name, v, replicas, holder, least) for v in views]
     pods = list({id(r.pod): r.pod for r in roles}.values())
     return WorkloadView(obj, rule.kind, rule.group, tuple(roles), pods, tuple(unmatched), rule)
 
@@ -219,6 +223,15 @@ def role_of(
             _default_name(path, stars) if pattern == shape.path else _default_name(shape.path, [])
         )
     return named, _replicas(obj, held, shape.replicas), holder
+
+
+def _minimum(
+    obj: Mapping[str, Any], holder: Path, shape: PodShape, replicas: int | None
+) -> int | None:
+    """A role's own gang minimum (PodShape.minimum), its replica count when absent."""
+    if shape.minimum is None:
+        return None
+    return count(_get_from(obj, _value_at(obj, holder), shape.minimum), replicas)
 
 
 def _default_name(path: Path | Pattern, stars: list[int]) -> str:

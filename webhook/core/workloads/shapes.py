@@ -107,6 +107,38 @@ class PodShape:
     fallback: Pattern | None = None
     # podSpecs and containers: fields of the object that join this role's pod spec.
     fields: tuple[PodField, ...] = ()
+    # The role's own gang minimum (a Volcano task's `minAvailable`), read from its
+    # holder as a replica count, its replicas when absent (webhook.core.jobs.model).
+    minimum: Pattern | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GangField:
+    """A field of the kind's own that asks its operator for a gang (a PodGroup): present
+    at `path` (from the object's root), with the Pods that must start together at
+    `min_available` (relative to it). Absent (or 0 where `zero_is_unset`: an int32 with
+    omitempty), that count is the job's Pods (`unset` worldSize) or the sum of its
+    roles' own minimums (`roleMinimums`: Volcano's patchDefaultMinAvailable)."""
+
+    path: Pattern
+    min_available: Pattern | None = None
+    unset: Literal["worldSize", "roleMinimums"] = "worldSize"
+    zero_is_unset: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class JobShape:
+    """A kind whose roles are the ranks of one distributed job (webhook.core.jobs):
+    its gang fields, the Pods one gang holds (`group`: a LeaderWorkerSet's group of
+    `size`; None: every Pod of the object), its processes per node and the roles that
+    run them, and whether its roles are meant alike (a RayCluster's worker groups are
+    not: Ray schedules tasks onto unlike groups on purpose)."""
+
+    gang: tuple[GangField, ...] = ()
+    group: tuple[Factor, ...] | None = None
+    nproc_per_node: Pattern | None = None
+    nproc_roles: tuple[str, ...] = ()  # () every role
+    ranks_alike: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +150,7 @@ class KindShape:
     pods: tuple[PodShape, ...]
     source: str = "workload-kinds"  # the WorkloadKinds document: a finding names it
     unmatched_action: Literal["deny", "warn", "dryrun"] = "warn"
+    job: JobShape | None = None  # a distributed job's gang and process fields
 
 
 def walk(node: Any, pattern: Pattern, at: Path = ()) -> list[tuple[Path, Any]]:
