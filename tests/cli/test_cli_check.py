@@ -214,6 +214,17 @@ def test_examples_json_shape_and_summary(runs: Any) -> None:
 
 # What the line a finding points at must hold: the offending field, not the document start.
 LINE_HOLDS = {
+    "shm-default": r"^\s+- name: (nccl|bench|train)$",
+    "shm-unbounded": r"^\s+volumes: \[\{name: dshm, emptyDir: \{medium: Memory\}\}\]",
+    "shm-host": r"hostPath: \{path: /dev/shm\}",
+    "nccl-forces-sockets": r"name: NCCL_IB_DISABLE",
+    "rdma-without-ipc-lock": r"rdma/rdma_shared_device_a: 1",
+    "nccl-interface-not-attached": r"name: NCCL_SOCKET_IFNAME, value: net2",
+    "nccl-ignore-net-mismatch": r"^\s+- name: NCCL_IGNORE_NET_MISMATCH$",
+    "host-rdma": r"^\s+host(Network|IPC): true$",
+    "multi-rank-shared-gpu": r"nvidia\.com/gpu\.shared: 2",
+    "multi-rank-mig": r"nvidia\.com/mig-1g\.10gb: 2",
+    "gang-never-fits": r"^\s+nvidia\.com/gpu: 8$",
     "hostpath-device": r"^\s+path: ",
     "hostpath-runtime-socket": r"^\s+hostPath: \{path: /var/run/containerd/containerd\.sock",
     "hostpath-kubelet-socket": r"^\s+hostPath: \{path: /var/lib/kubelet/device-plugins\}",
@@ -246,7 +257,7 @@ LINE_HOLDS = {
     "sharing-mode-not-accepted": r"^\s+nvidia\.com/gpu: 1$",
     "gang-not-wired": r"^metadata:$",
     "gang-disabled": r"^spec:$",
-    "ranks-differ": r"^\s+nvidia\.com/gpu\.product: NVIDIA-H100-80GB-HBM3$",
+    "ranks-differ": r"^\s+(nvidia\.com/gpu\.product: NVIDIA-H100-80GB-HBM3$|resources: )",
     "nproc-exceeds-gpus": r"^\s+command: \[torchrun, --nproc-per-node=8",
     "nproc-unequal": r"^\s+command: \[sh, -c, \"torchrun --nnodes=3 --nproc_per_node=4",
 }

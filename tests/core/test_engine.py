@@ -292,6 +292,7 @@ def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
     assert {
         (name, rule) for name, check in registry().items() for rule in sorted(check.inventory_rules)
     } == {
+        ("distributed", "gang-never-fits"),
         ("resource-names", "unknown-resource"),
         ("resource-names", "insufficient-capacity"),
         ("resource-names", "no-candidate-node"),

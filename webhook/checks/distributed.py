@@ -16,9 +16,20 @@ from webhook.core.access.gpuresources import DEVICE_PLUGIN_GPUS, gpu_resources
 from webhook.core.engine.check import Check, CheckParams, ParamError, Rule
 from webhook.core.engine.context import Context
 from webhook.core.engine.reads import Reads
+from webhook.core.jobs.fabric import (
+    FabricRules,
+    nccl_forces_sockets,
+    nccl_ignore_net_mismatch,
+    nccl_interface_not_attached,
+    rdma_without_ipc_lock,
+)
+from webhook.core.jobs.feasibility import gang_never_fits
 from webhook.core.jobs.gang import gang_disabled, gang_not_wired
+from webhook.core.jobs.hostrdma import host_rdma
 from webhook.core.jobs.model import MECHANISMS, Mechanism, Reading, job_of
 from webhook.core.jobs.ranks import nproc_exceeds_gpus, nproc_unequal, ranks_differ
+from webhook.core.jobs.sharedgpu import multi_rank_mig, multi_rank_shared_gpu
+from webhook.core.jobs.shm import shm_default, shm_host, shm_unbounded
 from webhook.core.kit.text import glob_matcher
 from webhook.core.kit.violation import Violation
 from webhook.core.workloads.kinds import WorkloadView
@@ -56,6 +67,20 @@ class Params(CheckParams):
     rdma_resources: tuple[str, ...] = RDMA_RESOURCES
     gang_schedulers: tuple[str, ...] = GANG_SCHEDULERS
     gang_mechanisms: tuple[str, ...] = MECHANISMS
+    # Devices NCCL reaches through a net plugin, not its IB transport (AWS EFA):
+    # NCCL_IB_DISABLE does not touch them, NCCL_NET=Socket does.
+    plugin_nets: tuple[str, ...] = ("vpc.amazonaws.com/efa",)
+    rdma_networks: tuple[str, ...] = ()  # Multus networks (globs) that are RDMA networks
+    default_shm_mib: int = 64  # /dev/shm a container runtime gives without a mount there
+    # Where host RDMA (hostNetwork, hostIPC, privileged, /dev/infiniband) is the
+    # platform's documented path: namespaces (globs) and Pod labels (key=value, key=*).
+    host_rdma_namespaces: tuple[str, ...] = ()
+    host_rdma_labels: tuple[str, ...] = ()
+    shared_gpu_resources: tuple[str, ...] = ("nvidia.com/gpu.shared",)
+    mig_resources: tuple[str, ...] = ("nvidia.com/mig-*",)
+    # Report a gang the inventory's nodes can never hold only where no autoscaler can
+    # help (an NVLink domain): for clusters whose node pools grow on demand.
+    autoscaling: bool = False
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.gang_mechanisms if m not in MECHANISMS]
@@ -75,6 +100,20 @@ class Params(CheckParams):
         )
 
     @cached_property
+    def fabric(self) -> FabricRules:
+        return FabricRules(
+            gpus=self.gpu_resources,
+            rdma=tuple(r for r in self.rdma_resources if r not in self.plugin_nets),
+            plugin_nets=self.plugin_nets,
+            rdma_networks=self.rdma_networks,
+            default_shm_mib=self.default_shm_mib,
+            host_rdma_namespaces=self.host_rdma_namespaces,
+            host_rdma_labels=self.host_rdma_labels,
+            shared_gpus=self.shared_gpu_resources,
+            mig=self.mig_resources,
+        )
+
+    @cached_property
     def counted(self) -> frozenset[Mechanism]:
         return frozenset(m for m in MECHANISMS if m in self.gang_mechanisms)
 
@@ -88,6 +127,32 @@ def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator
     yield from ranks_differ(job)
     yield from nproc_exceeds_gpus(job)
     yield from nproc_unequal(job)
+    rules = params.fabric
+    for rule in _POD_RULES:
+        yield from rule(workload, rules=rules)
+    yield from host_rdma(workload, rules=rules, namespace=context.subject.namespace)
+    never = gang_never_fits(
+        workload,
+        inventory=context.inventory,
+        profile=context.profile,
+        is_gpu=params.reading.gpus.is_gpu,
+    )
+    if never is not None and (never.fixed or not params.autoscaling):
+        yield never.violation()
+
+
+# The rules of the Pods that run ranks (webhook.core.jobs: shm, fabric, sharedgpu).
+_POD_RULES = (
+    shm_default,
+    shm_unbounded,
+    shm_host,
+    nccl_forces_sockets,
+    rdma_without_ipc_lock,
+    nccl_interface_not_attached,
+    nccl_ignore_net_mismatch,
+    multi_rank_shared_gpu,
+    multi_rank_mig,
+)
 
 
 def judges(params: Params) -> Mapping[TargetKind, Reads]:
@@ -117,5 +182,37 @@ CHECK = Check(
             "nprocPerNode or torchrun --nproc-per-node larger than the GPUs of the Pod."
         ),
         "nproc-unequal": Rule("Roles of one job that start different process counts per Pod."),
+        "shm-default": Rule(
+            "A Pod that runs several NCCL ranks with the runtime's 64 MiB /dev/shm."
+        ),
+        "shm-unbounded": Rule(
+            "A memory-backed /dev/shm without sizeLimit, or larger than the memory limit."
+        ),
+        "shm-host": Rule("A hostPath of the node's /dev/shm: host memory shared with every Pod."),
+        "nccl-forces-sockets": Rule(
+            "An RDMA device requested while NCCL_NET=Socket or NCCL_IB_DISABLE forces sockets."
+        ),
+        "rdma-without-ipc-lock": Rule(
+            "An RDMA device without the IPC_LOCK capability: queue pairs cannot be created."
+        ),
+        "nccl-interface-not-attached": Rule(
+            "NCCL_SOCKET_IFNAME names an interface the Pod's networks do not attach."
+        ),
+        "nccl-ignore-net-mismatch": Rule(
+            "Ranks with different RDMA attachments and NCCL's net-mismatch check off."
+        ),
+        "host-rdma": Rule(
+            "hostNetwork, hostIPC, privileged or /dev/infiniband in a GPU job where the "
+            "platform does not allow host RDMA."
+        ),
+        "multi-rank-shared-gpu": Rule(
+            "A Pod running several ranks on time-sliced or MPS replicas (the same GPU twice)."
+        ),
+        "multi-rank-mig": Rule("A Pod running several ranks on MIG slices (no P2P, no NCCL)."),
+        "gang-never-fits": Rule(
+            "A job whose ranks the inventory's nodes can never hold at once, though each "
+            "rank fits alone.",
+            uses_inventory=True,
+        ),
     },
 )
