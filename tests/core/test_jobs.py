@@ -30,8 +30,12 @@ def judged(obj: dict[str, Any]) -> list[str]:
 REAL: list[tuple[Path, list[str]]] = [
     # training-operator's example: a Master and a Worker of 1 GPU, no gang.
     (DATA / "examples__pytorch__mnist__v1__pytorch_job_mnist_nccl.yaml", ["gang-not-wired"]),
-    # mpi-operator's nccl-tests: two 8-GPU workers, no schedulingPolicy, no queue.
-    (DATA / "examples__v2beta1__nccl-tests__nccl-tests.yaml", ["gang-not-wired"]),
+    # mpi-operator's nccl-tests: two 8-GPU workers, no schedulingPolicy, no queue; its
+    # /dev/shm emptyDir has no sizeLimit, and its workers run privileged (host RDMA).
+    (
+        DATA / "examples__v2beta1__nccl-tests__nccl-tests.yaml",
+        ["gang-not-wired", "shm-unbounded", "host-rdma"],
+    ),
     # The Kueue samples: queued jobs are admitted whole.
     (DATA / "samples__kueue__02-pytorchjob.yaml", []),
     (DATA / "samples__kueue__04-jobset.yaml", []),
@@ -111,7 +115,7 @@ VARIANTS: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "kueue, but the Worker asks 4 GPUs and the Master 1",
         _queued(_variant(_pytorch(), (f"{W}.{GPU}", {"nvidia.com/gpu": 4}))),
-        ["ranks-differ"],
+        ["ranks-differ", "shm-default"],  # 4 ranks in the Worker, on 64 MiB /dev/shm
     ),
     (
         "kueue, a Worker on MIG slices",
@@ -121,7 +125,7 @@ VARIANTS: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "kueue, an RDMA Worker and a TCP Master",
         _queued(_variant(_pytorch(), (f"{W}.{GPU}", {"nvidia.com/gpu": 1, "rdma/ib": 1}))),
-        ["ranks-differ"],
+        ["ranks-differ", "rdma-without-ipc-lock"],
     ),
     (
         "kueue, Multus on one rank",

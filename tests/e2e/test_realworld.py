@@ -80,6 +80,21 @@ def test_every_real_manifest_gets_the_expected_verdict() -> None:
     # The example cluster has no AMD or Intel node (test_realworld_shares has them).
     expected[("rocm/pytorch.yaml", "Pod", "unknown-resource")] = 1
     expected[("intel/intelgpu-job.yaml", "Job", "unknown-resource")] = 1
+    # gpu-distributed's warnings: jobs of several GPU Pods with no gang, several ranks on
+    # the runtime's 64 MiB /dev/shm or on a /dev/shm without sizeLimit, and an LWS whose
+    # groups of 2 x 8 GPUs no node of the example cluster can hold together.
+    for where, rule in [
+        (("hami/use_exclusive_card.yaml", "Pod"), "shm-default"),
+        (("hami/use_memory_fraction.yaml", "Pod"), "shm-default"),
+        (("lws/vllm-gpu-lws.yaml", "LeaderWorkerSet"), "gang-not-wired"),
+        (("lws/vllm-gpu-lws.yaml", "LeaderWorkerSet"), "gang-never-fits"),
+        (("trainer/torchtune-llama3_2_1B.yaml", "ClusterTrainingRuntime"), "shm-default"),
+        (("training-operator/multi_worker_tfjob.yaml", "TFJob"), "gang-not-wired"),
+        (("training-operator/paddle-simple-gpu.yaml", "PaddleJob"), "gang-not-wired"),
+        (("training-operator/paddle-simple-gpu.yaml", "PaddleJob"), "shm-unbounded"),
+        (("training-operator/pytorch_job_mnist_gloo.yaml", "PyTorchJob"), "gang-not-wired"),
+    ]:
+        expected[(*where, rule)] = 1
     assert found == expected
     # No GPU-bearing object passed as an unknown kind; the ones skipped hold no GPUs.
     assert body["summary"]["skippedReasons"] == {

@@ -189,7 +189,12 @@ TABLE: dict[str, tuple[dict[str, Any], str, list[tuple[str, str]]]] = {
     "ranks": (
         pytorchjob("ranks", "team-a", pod("m"), pod("w", spec=HOSTPATH)),
         "team-a",
-        [("gpu-device-injection", "hostpath-device"), (NARROWED, "hostpath-device")],
+        # and the ranks judged together: two GPU Pods with no gang (a warning)
+        [
+            ("gpu-device-injection", "hostpath-device"),
+            (NARROWED, "hostpath-device"),
+            ("gpu-distributed", "gang-not-wired"),
+        ],
     ),
     "passthrough": (
         vfio_claim("passthrough", "team-a"),
@@ -210,6 +215,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 "adminAccessNamespaces: []", "adminAccessNamespaces: [gpu-admins]"
             )
         )
+        # Every policy denies here, so each shell shows a finding's whole message (a
+        # warning's is wrapped into lines for kubectl): the new policy too.
+        distributed = s.policies / "gpu-distributed.yaml"
+        text = distributed.read_text()
+        assert "enforcementAction: warn" in text
+        distributed.write_text(text.replace("enforcementAction: warn", "enforcementAction: deny"))
         (s.policies / f"{NARROWED}.yaml").write_text(NARROWED_POLICY)
         wait_for_policy(s, NARROWED)
         yield s

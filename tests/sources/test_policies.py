@@ -29,6 +29,7 @@ def test_shipped_policies_load() -> None:
     found = [(p.name, p.check.name, p.action, p.message_prefix) for p in policy_set.policies]
     assert found == [
         ("gpu-device-injection", "device-injection", "deny", ""),
+        ("gpu-distributed", "distributed", "warn", ""),  # new: shipped in warn first
         ("gpu-dra-claims", "dra-claims", "deny", ""),
         ("gpu-dra-guardrails", "dra-guardrails", "deny", ""),
         ("gpu-memory-fit", "memory-fit", "deny", ""),
@@ -73,6 +74,7 @@ def test_every_check_has_rules_and_is_shipped() -> None:
     checks = registry()
     assert sorted(checks) == [
         "device-injection",
+        "distributed",
         "dra-claims",
         "dra-guardrails",
         "memory-fit",
@@ -96,9 +98,8 @@ BROKEN = [
         HEAD + "  enforcementAction: deny\n  check: gpu-memory\n",
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
-            "'gpu-memory'; built-in checks: device-injection, dra-claims, dra-guardrails, "
-            "memory-fit, "
-            "resource-names, slo-class"
+            "'gpu-memory'; built-in checks: device-injection, distributed, dra-claims, "
+            "dra-guardrails, memory-fit, resource-names, slo-class"
         ],
     ),
     (
@@ -234,7 +235,7 @@ BROKEN = [
         HEAD + "  enforcementAction: deny\n  check: nope\n---\n" + HEAD + "  check: slo-class\n",
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
-            "'nope'; built-in checks: device-injection, dra-claims, dra-guardrails, "
+            "'nope'; built-in checks: device-injection, distributed, dra-claims, dra-guardrails, "
             "memory-fit, "
             "resource-names, slo-class",
             "document 2 (line 9), line 13, field spec.enforcementAction: Field required",

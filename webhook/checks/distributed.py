@@ -21,6 +21,7 @@ from webhook.core.jobs.fabric import (
     nccl_forces_sockets,
     nccl_ignore_net_mismatch,
     nccl_interface_not_attached,
+    ranks,
     rdma_without_ipc_lock,
 )
 from webhook.core.jobs.feasibility import gang_never_fits
@@ -128,9 +129,10 @@ def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator
     yield from nproc_exceeds_gpus(job)
     yield from nproc_unequal(job)
     rules = params.fabric
-    for rule in _POD_RULES:
-        yield from rule(workload, rules=rules)
-    yield from host_rdma(workload, rules=rules, namespace=context.subject.namespace)
+    if _distributed(workload, rules):  # one rank alone talks to no other
+        for rule in _POD_RULES:
+            yield from rule(workload, rules=rules)
+        yield from host_rdma(workload, rules=rules, namespace=context.subject.namespace)
     never = gang_never_fits(
         workload,
         inventory=context.inventory,
@@ -139,6 +141,20 @@ def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator
     )
     if never is not None and (never.fixed or not params.autoscaling):
         yield never.violation()
+
+
+def _distributed(workload: WorkloadView, rules: FabricRules) -> bool:
+    """More than one rank in all: a Pod of several (GPUs, or torchrun processes), or
+    GPU Pods of several replicas or roles (an unknown count may be several)."""
+    pods = 0
+    for role in workload.roles:
+        n = ranks(role.pod, rules)
+        if n == 0:
+            continue
+        if n > 1 or role.replicas is None or role.replicas > 1:
+            return True
+        pods += role.replicas
+    return pods > 1
 
 
 # The rules of the Pods that run ranks (webhook.core.jobs: shm, fabric, sharedgpu).

@@ -116,7 +116,7 @@ def nproc(c: ContainerRef) -> int:
             if type(item) is not str or "nproc" not in item:
                 continue
             text = item if "=" in item or " " in item else f"{item} {_next(items, i)}"
-            for m in _NPROC.finditer(text):
+            for m in _NPROC.finditer(text[:4096]):  # a script of a megabyte: its head
                 found = max(found, int(m.group(1)))
     return found
 
@@ -151,12 +151,13 @@ def env_value(pod: PodView, c: ContainerRef, name: str) -> tuple[str, Path] | No
 
 def nccl_int(value: str) -> int:
     """NCCL's reading of an integer parameter: strtoll(value, NULL, 0); 0 if no digits."""
-    m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", value)
+    # Bounded: strtoll saturates at LLONG_MAX, so 40 digits say as much as a megabyte.
+    m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]{1,40}|0[0-7]{0,40}|[1-9][0-9]{0,40})", value)
     if m is None:
         return 0
     digits = m.group(2)
     base = 16 if digits[:2].lower() == "0x" else 8 if digits[0] == "0" else 10
-    number = int(digits, base)
+    number = min(int(digits, base), (1 << 63) - 1)
     return -number if m.group(1) == "-" else number
 
 

@@ -9,6 +9,10 @@
   commit feeaf72facab4881ba2b179248bb67315634e229,
   ray-operator/controllers/ray/common/pod.go BuildPod, addEmptyDir,
   makeEmptyDirVolume, findMemoryReqOrLimit; utils/constant.go RayContainerIndex = 0).
+- The NIM operator gives every NIMService Pod a memory-backed emptyDir for /dev/shm, sized
+  by `spec.storage.sharedMemorySizeLimit` ("the shared memory volume (emptyDir) used by
+  NIMs for fast model runtime I/O": NVIDIA/k8s-nim-operator api/apps/v1alpha1
+  nimservice_types.go NIMServiceStorage, f9e3047e).
 - A `medium: Memory` emptyDir is tmpfs charged to the memory of the container that
   writes it: without `sizeLimit` it may grow until the Pod is evicted, and a sizeLimit
   above the container's memory limit is never reached: the container is OOM-killed first.
@@ -34,6 +38,7 @@ from webhook.core.workloads.pods import ContainerRef, PodView
 SHM = "/dev/shm"
 MIB = 1 << 20
 RAY_GROUP = "ray.io"
+NIM = ("apps.nvidia.com", "NIMService")  # its operator mounts a /dev/shm of its own
 PLASMA_DIRECTORY = "plasma-directory"
 
 
@@ -45,8 +50,12 @@ def shm_default(workload: WorkloadView, *, rules: FabricRules) -> list[Violation
         n = ranks(pod, rules)
         if n < 2 or _kuberay_shm(workload, pod) is not None:
             continue
+        if (workload.group, workload.kind) == NIM:
+            continue
         bare = [c for c in pod.containers if c.field == "containers" and _shm_mount(c) is None]
-        if len(bare) == sum(1 for c in pod.containers if c.field == "containers"):
+        # every regular container bare (a Pod whose containers list is empty or broken
+        # runs no rank of its own)
+        if bare and len(bare) == sum(1 for c in pod.containers if c.field == "containers"):
             c = _rank_container(pod, rules, bare)
             gpus = gpu_count(pod, rules)
             out.append(
