@@ -7,6 +7,7 @@ total Ir) divided by n is what one evaluation costs, imports and start-up cancel
 
     python bench/instructions.py                     # this checkout
     python bench/instructions.py --tree /tmp/base    # another checkout (before/after)
+    python bench/instructions.py --policies DIR      # another policy set (one policy less)
 
 A benchmark, not a test. Needs valgrind.
 """
@@ -32,7 +33,7 @@ from webhook.sources.files import read_inventory
 from webhook.sources.policy_files import load_policy_dir
 from pathlib import Path
 tree = Path({tree!r})
-policies = load_policy_dir(tree / "policies")
+policies = load_policy_dir({policies!r} or tree / "policies")
 inventory = read_inventory(str(tree / "examples/cluster/nodes.json"))
 objs = {{
     "gpu-pod": pod(name="p", limits={{"nvidia.com/mig-3g.40gb": 1}}),
@@ -47,10 +48,10 @@ for _ in range({n}):
 """
 
 
-def instructions(tree: Path, case: str, n: int) -> int:
+def instructions(tree: Path, case: str, n: int, policies: str = "") -> int:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "run.py"
-        script.write_text(RUNNER.format(tree=str(tree), case=case, n=n))
+        script.write_text(RUNNER.format(tree=str(tree), case=case, n=n, policies=policies))
         out = Path(tmp) / "callgrind.out"
         subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
@@ -67,10 +68,11 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=ROOT)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--policies", default="", help="a policy directory (default: the tree's)")
     args = parser.parse_args()
     for case in args.cases.split(","):
-        base = instructions(args.tree, case, 0)
-        total = instructions(args.tree, case, args.n)
+        base = instructions(args.tree, case, 0, args.policies)
+        total = instructions(args.tree, case, args.n, args.policies)
         print(f"{case:16} {(total - base) / args.n / 1000:8.1f}k instructions an evaluation")
 
 
