@@ -34,6 +34,7 @@ from webhook.core.jobs.shm import shm_default, shm_host, shm_unbounded
 from webhook.core.kit.text import glob_matcher
 from webhook.core.kit.violation import Violation
 from webhook.core.workloads.kinds import WorkloadView
+from webhook.core.workloads.pods import PodView
 from webhook.core.workloads.targets import TargetKind
 
 # Node labels that name a GPU product: GPU feature discovery's (NVIDIA/k8s-device-plugin
@@ -120,6 +121,12 @@ class Params(CheckParams):
 
 
 def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator[Violation]:
+    if not any(_asks_gpus(role.pod, params) for role in workload.roles):
+        return  # nearly every Pod: no rank at all, and no job model to build
+    rules = params.fabric
+    distributed = _distributed(workload, rules)
+    if not distributed and (workload.shape is None or workload.shape.job is None):
+        return  # one rank, of a kind with no process count of its own: nothing to compare
     job = job_of(workload, reading=params.reading)
     if not job.gpu_ranks:
         return
@@ -128,11 +135,11 @@ def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator
     yield from ranks_differ(job)
     yield from nproc_exceeds_gpus(job)
     yield from nproc_unequal(job)
-    rules = params.fabric
-    if _distributed(workload, rules):  # one rank alone talks to no other
-        for rule in _POD_RULES:
-            yield from rule(workload, rules=rules)
-        yield from host_rdma(workload, rules=rules, namespace=context.subject.namespace)
+    if not distributed:  # one rank alone talks to no other, and fits wherever it fits
+        return
+    for rule in _POD_RULES:
+        yield from rule(workload, rules=rules)
+    yield from host_rdma(workload, rules=rules, namespace=context.subject.namespace)
     never = gang_never_fits(
         workload,
         inventory=context.inventory,
@@ -141,6 +148,14 @@ def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator
     )
     if never is not None and (never.fixed or not params.autoscaling):
         yield never.violation()
+
+
+def _asks_gpus(pod: PodView, params: Params) -> bool:
+    """A GPU count above zero, or a DRA claim: the Pod runs a rank."""
+    is_gpu = params.reading.gpus.is_gpu
+    if any(a.amount and is_gpu(a.resource) for a in pod.amounts):
+        return True
+    return "resourceClaims" in pod.spec
 
 
 def _distributed(workload: WorkloadView, rules: FabricRules) -> bool:
