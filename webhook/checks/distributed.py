@@ -8,7 +8,7 @@ workload, a bare Pod included.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -21,7 +21,7 @@ from webhook.core.jobs.fabric import (
     nccl_forces_sockets,
     nccl_ignore_net_mismatch,
     nccl_interface_not_attached,
-    ranks,
+    nproc,
     rdma_without_ipc_lock,
 )
 from webhook.core.jobs.feasibility import gang_never_fits
@@ -121,12 +121,14 @@ class Params(CheckParams):
 
 
 def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator[Violation]:
-    if not any(_asks_gpus(role.pod, params) for role in workload.roles):
+    is_gpu = params.reading.gpus.is_gpu
+    gpus = [_gpus(role.pod, is_gpu) for role in workload.roles]
+    if not any(gpus) and not any("resourceClaims" in r.pod.spec for r in workload.roles):
         return  # nearly every Pod: no rank at all, and no job model to build
     rules = params.fabric
-    distributed = _distributed(workload, rules)
+    distributed = _distributed(workload, gpus)
     if not distributed and (workload.shape is None or workload.shape.job is None):
-        return  # one rank, of a kind with no process count of its own: nothing to compare
+        return  # one rank a Pod, of a kind that is no job: nothing to compare
     job = job_of(workload, reading=params.reading)
     if not job.gpu_ranks:
         return
@@ -150,26 +152,31 @@ def run(workload: WorkloadView, *, context: Context, params: Params) -> Iterator
         yield never.violation()
 
 
-def _asks_gpus(pod: PodView, params: Params) -> bool:
-    """A GPU count above zero, or a DRA claim: the Pod runs a rank."""
-    is_gpu = params.reading.gpus.is_gpu
-    if any(a.amount and is_gpu(a.resource) for a in pod.amounts):
-        return True
-    return "resourceClaims" in pod.spec
+def _gpus(pod: PodView, is_gpu: Callable[[str], bool]) -> int:
+    """The Pod's device-plugin GPUs (whole ones: a share counts as one)."""
+    total = 0
+    for a in pod.amounts:
+        if a.amount and is_gpu(a.resource):
+            total += max(1, int(a.amount))
+    return total
 
 
-def _distributed(workload: WorkloadView, rules: FabricRules) -> bool:
-    """More than one rank in all: a Pod of several (GPUs, or torchrun processes), or
-    GPU Pods of several replicas or roles (an unknown count may be several)."""
+def _distributed(workload: WorkloadView, gpus: list[int]) -> bool:
+    """More than one rank in all: a Pod of several (GPUs, or torchrun processes), or, in
+    a kind whose roles are one job's ranks (WorkloadKinds `job:`), GPU Pods of several
+    replicas or roles (an unknown count may be several). A Deployment's replicas serve
+    side by side: they are no ranks of one job."""
+    job_kind = workload.shape is not None and workload.shape.job is not None
     pods = 0
-    for role in workload.roles:
-        n = ranks(role.pod, rules)
+    for role, n in zip(workload.roles, gpus, strict=True):
+        if n > 1 or (n and any(nproc(c) > 1 for c in role.pod.containers)):
+            return True
         if n == 0:
             continue
-        if n > 1 or role.replicas is None or role.replicas > 1:
+        if job_kind and (role.replicas is None or role.replicas > 1):
             return True
-        pods += role.replicas
-    return pods > 1
+        pods += role.replicas or 0
+    return job_kind and pods > 1
 
 
 # The rules of the Pods that run ranks (webhook.core.jobs: shm, fabric, sharedgpu).
