@@ -17,7 +17,7 @@ from webhook.cli import (
     policies_option,
 )
 from webhook.cli.progress import Progress
-from webhook.commands.diagnose import Diagnoser, DiagnoseReport, diagnosis_rules
+from webhook.commands.diagnose import Diagnoser, DiagnoseReport, diagnosis_rules, job_rules
 from webhook.sources.dumps import Sourced
 from webhook.sources.dumps import from_files as files_source
 
@@ -59,8 +59,9 @@ def diagnose(
     if from_files and (context or kubeconfig):
         raise click.UsageError("--context and --kubeconfig are for a live cluster, not --from")
     only = frozenset(_pod_ref(p, namespace) for p in pods)
-    rules = diagnosis_rules(load_policies(policies_dir))
-    diagnoser = Diagnoser(rules=rules, namespace=namespace, only=only)
+    policy_set = load_policies(policies_dir)
+    rules = diagnosis_rules(policy_set)
+    diagnoser = Diagnoser(rules=rules, jobs=job_rules(policy_set), namespace=namespace, only=only)
     progress = Progress(label="diagnose")
     # Parsed objects hold no cycles and go as they are read, so reference counting frees
     # them; the cyclic collector would walk the kept node facts again and again for

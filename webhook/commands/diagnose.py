@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from webhook.checks import device_injection, resource_names
+from webhook.checks import device_injection, distributed, resource_names
 from webhook.core.access.model import AccessRules
 from webhook.core.diagnosis.classify import diagnose
 from webhook.core.diagnosis.cluster import ClusterFacts, NodeUse
@@ -38,10 +38,15 @@ from webhook.core.diagnosis.facts import (
     priority_of,
     scheduler_event,
 )
+from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record, nics_of
 from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.dra.model import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.engine.policy import PolicySet
-from webhook.core.kit.dicts import as_dict
+from webhook.core.jobs.members import Identity, identities, member_of
+from webhook.core.jobs.model import Reading
+from webhook.core.kit.dicts import as_dict, str_map
+from webhook.core.supply.profiles import GENERIC, ClusterProfile
+from webhook.core.workloads.pods import PodView
 from webhook.errors import InventoryError
 
 # Kinds of the DRA API: the dra-unallocatable domain reads them (webhook.core.diagnosis.dra).
@@ -62,6 +67,26 @@ def diagnosis_rules(policy_set: PolicySet | None) -> AccessRules:
 
 
 @dataclass(frozen=True)
+class JobRules:
+    """How diagnose finds a Pod's job and reads its ranks: the WorkloadKinds' Pod labels
+    and the gpu-distributed policy's reading (the shipped defaults where a set has none)."""
+
+    known: tuple[Identity, ...] = identities(())
+    reading: Reading = distributed.Params().reading
+    profile: ClusterProfile = GENERIC
+
+
+def job_rules(policy_set: PolicySet | None) -> JobRules:
+    if policy_set is None:
+        return JobRules()
+    params = next(
+        (p.params for p in policy_set.policies if isinstance(p.params, distributed.Params)),
+        distributed.Params(),
+    )
+    return JobRules(identities(policy_set.custom_kinds), params.reading, policy_set.profile)
+
+
+@dataclass(frozen=True)
 class DiagnoseReport:
     records: tuple[Evidence, ...]  # by domain (most Pods first), then Pod
     nodes: int
@@ -70,6 +95,7 @@ class DiagnoseReport:
     time: datetime | None
     errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    jobs: tuple[JobRecord, ...] = ()  # the jobs of the Pending ranks, by job
 
     @property
     def stuck(self) -> int:
@@ -95,6 +121,7 @@ class Diagnoser:
     """Feed objects with `add`; `report(now=...)` classifies the Pending GPU Pods."""
 
     rules: AccessRules
+    jobs: JobRules = field(default_factory=JobRules)
     namespace: str | None = None
     only: frozenset[str] = frozenset()  # namespace/name of the Pods asked about; empty: all
     errors: list[str] = field(default_factory=list)
@@ -110,6 +137,7 @@ class Diagnoser:
     _latest: str = ""  # the newest creationTimestamp read (RFC 3339 sorts as text)
     _skipped: Counter[str] = field(default_factory=Counter)
     dra: DraCollector = field(default_factory=DraCollector)
+    _jobs: dict[tuple[str, ...], JobPods] = field(default_factory=dict)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         kind = obj.get("kind") if isinstance(obj, Mapping) else None
@@ -165,6 +193,8 @@ class Diagnoser:
         if use is None:
             use = self._use[node] = NodeUse()
         use.add(want, priority=priority, holder=holder)
+        if holder is not None:
+            self._placed_rank(meta, spec, node, holder)
         if meta.get("labels"):
             daemon = daemon_pod(obj)
             if daemon is not None:
@@ -180,6 +210,32 @@ class Diagnoser:
         if pod.asks_for_gpus or self.only:
             self._pending[ref] = pod
             self._seen[ref] = "Pending"
+        if pod.asks_for_gpus and pod.access.requests:
+            member = member_of(as_dict(obj.get("metadata")), pod.spec, known=self.jobs.known)
+            if member is not None:
+                job = self._job(member)
+                job.waiting.append((member, pod))
+                job.count(member.role, pod.view)
+
+    def _placed_rank(
+        self, meta: Mapping[str, Any], spec: Mapping[str, Any], node: str, holder: Holder
+    ) -> None:
+        """A bound Pod that holds GPUs and names a job: one of its placed ranks."""
+        member = member_of(meta, spec, known=self.jobs.known)
+        if member is None:
+            return
+        job = self._job(member)
+        known = member.role in job.roles
+        view = None if known else _view(meta, spec)
+        job.count(member.role, view)
+        nics = nics_of(view or _view(meta, spec), self.jobs.reading)
+        job.placed.append(Placed(holder.pod, node, holder.amounts, nics, member))
+
+    def _job(self, member: Any) -> JobPods:
+        job = self._jobs.get(member.key)
+        if job is None:
+            job = self._jobs[member.key] = JobPods(member)
+        return job
 
     def _remember(self, obj: Mapping[str, Any], state: str) -> None:
         ref = pod_ref(obj)
@@ -208,10 +264,13 @@ class Diagnoser:
         cluster = ClusterFacts(
             list(self._nodes.values()), self._use, self._daemons, dra=self.dra.facts()
         )
-        records = [
-            diagnose(p, cluster=cluster, gpus=self.rules.gpus, event=self._event_of(p), now=now)
+        records = {
+            p.ref: diagnose(
+                p, cluster=cluster, gpus=self.rules.gpus, event=self._event_of(p), now=now
+            )
             for p in self._pending.values()
-        ]
+        }
+        jobs = self._job_records(cluster, records, now)
         errors = list(self.errors)
         for ref in sorted(self.only):
             state = self._seen.get(ref)
@@ -222,14 +281,38 @@ class Diagnoser:
         if not self._nodes:
             notes.append("no Nodes were read: every GPU resource looks unadvertised")
         return DiagnoseReport(
-            records=tuple(_ordered(records)),
+            records=tuple(_ordered(records.values())),
             nodes=len(self._nodes),
             pods=self._pods,
             pending=self._pending_count,
             time=now,
             errors=tuple(errors),
             notes=tuple(notes),
+            jobs=tuple(sorted(jobs, key=lambda j: j.job)),
         )
+
+    def _job_records(
+        self, cluster: ClusterFacts, records: dict[str, Evidence], now: datetime | None
+    ) -> list[JobRecord]:
+        """A record per job with a waiting rank; its ranks' own records name the job, and
+        a rank that fits alone while its job does not is `gang-does-not-fit`."""
+        out = []
+        for job in self._jobs.values():
+            job.waiting = [(m, p) for m, p in job.waiting if p.ref in records]
+            if not job.waiting:
+                continue
+            found = job_record(
+                job,
+                cluster=cluster,
+                records=records,
+                reading=self.jobs.reading,
+                profile=self.jobs.profile,
+                now=now,
+            )
+            out.append(found)
+            for _, pod in job.waiting:
+                records[pod.ref] = _in_job(records[pod.ref], found)
+        return out
 
     def _event_of(self, pod: PendingPod) -> SchedulerEvent | None:
         found = self._events.get(pod.ref)
@@ -238,6 +321,29 @@ class Diagnoser:
         uid, event = found
         # An event of an earlier Pod of the same name (a recreated Pod) is not this one's.
         return None if uid and pod.uid and uid != pod.uid else event
+
+
+def _view(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> PodView:
+    labels, annotations = str_map(meta.get("labels")), str_map(meta.get("annotations"))
+    return PodView(spec, ("spec",), labels, annotations, ("metadata",))
+
+
+def _in_job(record: Evidence, job: JobRecord) -> Evidence:
+    """A rank's own record, told of its job: one that fits alone while its job does not
+    is `gang-does-not-fit`; one whose job can never fit waits in vain whatever it waits for."""
+    if record.domain == "not-stuck" and job.fit in ("never", "not-now"):
+        verdict = f"the Pod fits a node alone, but its job does not fit at once: {job.verdict}"
+        return replace(
+            record,
+            domain="gang-does-not-fit",
+            verdict=verdict,
+            next_action=job.next_action,
+            job=job.job,
+        )
+    if job.fit == "never":
+        also = f"gang-does-not-fit: its job {job.job} can never be placed at once (its job record)"
+        return replace(record, job=job.job, also=(*record.also, also), next_action=job.next_action)
+    return replace(record, job=job.job)
 
 
 def _later(a: SchedulerEvent, b: SchedulerEvent) -> bool:

@@ -1,5 +1,6 @@
-"""A diagnosis for people (text grouped by domain, most Pods first), for a ticket
-(Markdown) and for machines (a JSON array of evidence records)."""
+"""A diagnosis for people (text: the jobs with waiting ranks, then the Pods grouped by
+domain, most Pods first), for a ticket (Markdown) and for machines (a JSON array of
+records: a `pod` record per Pending GPU Pod, then a `job` record per job)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import orjson
 
 from webhook.commands.diagnose import DiagnoseReport
-from webhook.core.diagnosis.evidence import Domain, Evidence
+from webhook.core.diagnosis.evidence import Domain, Evidence, Fact
+from webhook.core.diagnosis.jobs import JobRecord, RankRow
 from webhook.core.kit.text import listing, plural
 from webhook.reports.style import Style
 
@@ -19,12 +21,13 @@ _FOLDED_NAMES = 3
 
 def record_json(r: Evidence) -> dict[str, Any]:
     return {
+        "type": "pod",
         "time": _time(r.time),
         "pod": r.pod,
         "owner": r.owner or None,
         "domain": r.domain,
         "verdict": r.verdict,
-        "facts": [{"about": f.about, "name": f.name, "value": f.value} for f in r.facts],
+        "facts": _facts_json(r.facts),
         "candidates": {"count": r.candidates, "nodes": list(r.candidate_nodes)},
         "requests": dict(r.requests),
         "scheduler_message": r.scheduler_message,
@@ -33,11 +36,49 @@ def record_json(r: Evidence) -> dict[str, Any]:
         "disagreement": r.disagreement or None,
         "next_action": r.next_action,
         "also": list(r.also),
+        "job": r.job or None,
+        "commands": list(r.commands),
     }
 
 
+def job_json(j: JobRecord) -> dict[str, Any]:
+    return {
+        "type": "job",
+        "time": _time(j.time),
+        "job": j.job,
+        "namespace": j.namespace,
+        "selector": j.selector or None,
+        "gang": j.gang or None,
+        "fit": j.fit,
+        "verdict": j.verdict,
+        "ranks": [
+            {
+                "rank": r.rank,
+                "pod": r.pod,
+                "node": r.node or None,
+                "product": r.product or None,
+                "gpus": r.gpus,
+                "nics": list(r.nics),
+                "state": r.state,
+                "domain": r.domain or None,
+            }
+            for r in j.ranks
+        ],
+        "placed": j.placed,
+        "waiting": j.waiting,
+        "held": dict(j.held),
+        "facts": _facts_json(j.facts),
+        "next_action": j.next_action,
+        "commands": list(j.commands),
+    }
+
+
+def _facts_json(facts: tuple[Fact, ...]) -> list[dict[str, str]]:
+    return [{"about": f.about, "name": f.name, "value": f.value} for f in facts]
+
+
 def render_json(report: DiagnoseReport) -> str:
-    body = [record_json(r) for r in report.records]
+    body = [record_json(r) for r in report.records] + [job_json(j) for j in report.jobs]
     return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
@@ -101,6 +142,10 @@ def _scheduler(r: Evidence) -> str:
 def render_text(report: DiagnoseReport, *, colour: bool) -> str:
     style = _Style(colour)
     lines = [style.bold(headline(report)), ""]
+    if report.jobs:
+        lines.append(style.bold(f"jobs: {plural(len(report.jobs), 'job')} with waiting ranks"))
+        for job in report.jobs:
+            lines += [f"  {style.bold(f'{job.job} ({job.fit})')}", *_text_job(job), ""]
     for domain, records in report.by_domain():
         lines.append(style.domain(domain, f"{domain}: {plural(len(records), 'Pod')}"))
         for group in _groups(records):
@@ -129,10 +174,33 @@ def _text_record(r: Evidence) -> Iterator[str]:
     yield f"    next:      {r.next_action}"
 
 
+def _text_job(j: JobRecord) -> Iterator[str]:
+    yield f"    verdict:   {j.verdict}"
+    for i, row in enumerate(j.ranks):
+        yield f"    {'ranks:' if i == 0 else '':<10} {_row(row)}"
+    more = j.placed + j.waiting - len(j.ranks)
+    if more > 0:
+        yield f"               and {plural(more, 'more rank')}"
+    for i, f in enumerate(j.facts):
+        yield f"    {'facts:' if i == 0 else '':<10} {f}"
+    yield f"    next:      {j.next_action}"
+    for i, c in enumerate(j.commands):
+        yield f"    {'kubectl:' if i == 0 else '':<10} {c}"
+
+
+def _row(r: RankRow) -> str:
+    where = f"on {r.node}" + (f" ({r.product})" if r.product else "") if r.node else "waiting"
+    nics = f", {', '.join(r.nics)}" if r.nics else ""
+    why = f": {r.domain}" if r.domain else ""
+    return f"{r.rank or '-'}  {r.pod}  {r.gpus}{nics}  {where}{why}"
+
+
 def render_markdown(report: DiagnoseReport) -> str:
     lines = ["# Pending GPU Pods", "", f"_{headline(report)}_", ""]
     if not report.records:
         lines += ["Nothing to diagnose: no Pending Pod asks for GPUs.", ""]
+    for job in report.jobs:
+        lines += _md_job(job)
     for domain, records in report.by_domain():
         lines += [f"## `{domain}`: {plural(len(records), 'Pod')}", ""]
         for group in _groups(records):
@@ -157,6 +225,25 @@ def render_markdown(report: DiagnoseReport) -> str:
     lines += [f"> note: {_md(n)}" for n in report.notes]
     lines += [f"> **error:** {_md(e)}" for e in report.errors]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_job(j: JobRecord) -> list[str]:
+    lines = [f"## Job {_md(j.job)} (`{j.fit}`)", "", f"- **Verdict:** {_md(j.verdict)}"]
+    lines += [f"- **Next action:** {_md(j.next_action)}", ""]
+    lines += [
+        "| rank | Pod | node | GPU product | GPUs | NICs | state |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in j.ranks:
+        state = r.state + (f" ({r.domain})" if r.domain else "")
+        cells = (r.rank, r.pod, r.node or "-", r.product or "-", r.gpus, ", ".join(r.nics) or "-")
+        lines.append("| " + " | ".join(_md(c) for c in (*cells, state)) + " |")
+    lines.append("")
+    if j.facts:
+        lines += ["- **Facts:**", *[f"  - {_md(str(f))}" for f in j.facts]]
+    if j.commands:
+        lines += ["- **Commands:**", *[f"  - `{c}`" for c in j.commands]]
+    return [*lines, ""]
 
 
 def _md(text: str) -> str:

@@ -30,6 +30,7 @@ from webhook.core.workloads.shapes import (
     JobShape,
     KindShape,
     PodField,
+    PodLabels,
     PodShape,
 )
 from webhook.errors import ManifestError, PolicyError
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # pydantic comes with these: imported where documents are val
         CustomKind,
         GpuNodesSpec,
         JobSpec,
+        PodLabelSpec,
         PodSpecPath,
         ReplicaField,
         TemplatePath,
@@ -216,7 +218,14 @@ def _job(job: JobSpec | None) -> JobShape | None:
         _opt_steps(job.nprocPerNode),
         tuple(job.nprocRoles),
         job.ranksAlike,
+        _pod_labels(job.podLabels),
     )
+
+
+def _pod_labels(labels: PodLabelSpec | None) -> PodLabels | None:
+    if labels is None:
+        return None
+    return PodLabels(tuple(labels.job), labels.role, tuple(labels.index))
 
 
 def _factors(fields: list[ReplicaField] | None) -> tuple[Factor, ...] | None:

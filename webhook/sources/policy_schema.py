@@ -210,6 +210,16 @@ class GangField(_Strict):
     zeroIsUnset: bool = Field(False, description="0 means unset (an int32 with omitempty)")
 
 
+class PodLabelSpec(_Strict):
+    """The labels the kind's operator sets on every Pod it makes: together the `job` keys'
+    values name one gang of Pods (webhook.core.jobs.members); `role` and `index` name a
+    rank in it."""
+
+    job: list[str] = Field(min_length=1, max_length=3, description="label keys naming the gang")
+    role: str | None = Field(None, description="label key naming the rank's role")
+    index: list[str] = Field(default=[], max_length=3, description="label keys of the rank index")
+
+
 class JobSpec(_Strict):
     """The kind's roles are the ranks of one distributed job (webhook.core.jobs)."""
 
@@ -220,6 +230,7 @@ class JobSpec(_Strict):
     nprocPerNode: _RootPath | None = Field(None, description="processes per Pod")
     nprocRoles: list[str] = Field(default=[], max_length=16, description="[]: every role")
     ranksAlike: bool = Field(True, description="false: roles may differ on purpose")
+    podLabels: PodLabelSpec | None = Field(None, description="how its Pods name their job")
 
 
 class CustomKind(_Strict):

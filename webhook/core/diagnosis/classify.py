@@ -65,7 +65,22 @@ def diagnose(
         disagreement=why,
         next_action=finding.next_action,
         also=finding.also,
+        commands=commands(pod.ref, facts, names),
     )
+
+
+def commands(ref: str, facts: tuple[Fact, ...], candidates: list[str]) -> tuple[str, ...]:
+    """The kubectl commands that show a record's facts: the Pod and its scheduler
+    events, and the nodes the facts are about (else the first candidates)."""
+    namespace, _, name = ref.partition("/")
+    nodes = list(dict.fromkeys(f.about[5:] for f in facts if f.about.startswith("node ")))
+    out = [
+        f"kubectl describe pod -n {namespace} {name}",
+        f"kubectl get events -n {namespace} --field-selector "
+        f"involvedObject.name={name},reason=FailedScheduling",
+    ]
+    out += [f"kubectl describe node {n}" for n in (nodes or candidates)[:3]]
+    return tuple(out)
 
 
 def judge(case: Case, now: datetime | None) -> tuple[Diagnosis, int]:

@@ -23,6 +23,7 @@ Domain = Literal[
     "exceeds-any-node",
     "dra-unallocatable",
     "gated",
+    "gang-does-not-fit",
     "not-stuck",
 ]
 DOMAINS: tuple[Domain, ...] = (
@@ -35,6 +36,7 @@ DOMAINS: tuple[Domain, ...] = (
     "node-unavailable",
     "capacity-exhausted",
     "dra-unallocatable",
+    "gang-does-not-fit",
     "not-stuck",
 )
 Agreement = Literal["agrees", "disagrees", "no-event"]
@@ -84,6 +86,8 @@ class Evidence:
     disagreement: str  # why the scheduler's message points elsewhere, "" if it does not
     next_action: str
     also: tuple[str, ...] = ()
+    job: str = ""  # the job it is a rank of ("PyTorchJob ml/train"), "" if none
+    commands: tuple[str, ...] = ()  # kubectl commands that show the facts
 
     @property
     def stuck(self) -> bool:

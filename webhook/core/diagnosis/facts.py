@@ -95,6 +95,7 @@ class PendingPod:
     spec: Mapping[str, Any]
     access: PodAccess
     nominated: str = ""  # status.nominatedNodeName: preemption under way for it there
+    view: PodView | None = None  # the pod spec with its labels, as the checks read it
 
     @property
     def asks_for_gpus(self) -> bool:
@@ -190,6 +191,7 @@ def pending_pod(obj: Mapping[str, Any], *, rules: AccessRules) -> PendingPod:
         spec=spec,
         access=pod_access(view, rules=rules),
         nominated=str(as_dict(obj.get("status")).get("nominatedNodeName") or ""),
+        view=view,
     )
 
 

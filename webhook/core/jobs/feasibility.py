@@ -167,12 +167,12 @@ def _demand(role: Role, inventory: Inventory, is_gpu: Callable[[str], bool]) -> 
         tuple(sorted(wants)),
         first.get(wants[0][0], pod.path),
         allowed,
-        _one_per_node(pod),
+        one_per_node(pod),
         pod.memo["constraints"],  # set by allowed_nodes
     )
 
 
-def _one_per_node(pod: PodView) -> bool:
+def one_per_node(pod: PodView) -> bool:
     spec = placement_spec(pod)
     terms = as_dict(as_dict(spec.get("affinity")).get("podAntiAffinity"))
     return any(

@@ -158,7 +158,7 @@ def _rank(role: Role, workload: WorkloadView, shape: JobShape | None, reading: R
         products,
         products_path,
         rdma,
-        _networks(pod.annotations.get(MULTUS_NETWORKS)),
+        multus_networks(pod.annotations.get(MULTUS_NETWORKS)),
         _nproc(workload, role, shape),
     )
 
@@ -198,7 +198,7 @@ def _pinned(term: Mapping[str, Any], keys: tuple[str, ...]) -> set[str] | None:
     return None
 
 
-def _networks(value: str | None) -> tuple[str, ...]:
+def multus_networks(value: str | None) -> tuple[str, ...]:
     """Multus network names, without the interface: `ns/ib-a@net1, ib-b` -> ns/ib-a, ib-b;
     a JSON list of {name, namespace} read by its names without parsing JSON (the core
     imports no JSON library): `"name": "x"` pairs."""
@@ -267,15 +267,15 @@ def _gangs(
     if shape is not None:
         found += [g for field in shape.gang if (g := _kind_gang(workload, ranks, field))]
     gpu_ranks = [r for r in ranks if r.asks_gpus] or list(ranks)
-    for mechanism in _pod_mechanisms(gpu_ranks[0].role.pod, reading) if gpu_ranks else ():
+    for mechanism in pod_gangs(gpu_ranks[0].role.pod, reading) if gpu_ranks else ():
         # a Pod-level mechanism counts only when every rank carries one: a rank without
         # it is placed alone
-        if all(_pod_mechanisms(r.role.pod, reading) for r in gpu_ranks[1:]):
+        if all(pod_gangs(r.role.pod, reading) for r in gpu_ranks[1:]):
             found.append(mechanism)
     return tuple(found)
 
 
-def _pod_mechanisms(pod: PodView, reading: Reading) -> list[Gang]:
+def pod_gangs(pod: PodView, reading: Reading) -> list[Gang]:
     out: list[Gang] = []
     if KUEUE_QUEUE in pod.labels:
         path = (*pod.metadata_path, "labels", KUEUE_QUEUE)

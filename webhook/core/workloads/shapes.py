@@ -127,6 +127,16 @@ class GangField:
 
 
 @dataclass(frozen=True, slots=True)
+class PodLabels:
+    """The labels a kind's operator sets on the Pods it makes: the `job` keys' values
+    name one gang of Pods, `role` and `index` a rank in it (webhook.core.jobs.members)."""
+
+    job: tuple[str, ...]
+    role: str | None = None
+    index: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class JobShape:
     """A kind whose roles are the ranks of one distributed job (webhook.core.jobs):
     its gang fields, the Pods one gang holds (`group`: a LeaderWorkerSet's group of
@@ -139,6 +149,7 @@ class JobShape:
     nproc_per_node: Pattern | None = None
     nproc_roles: tuple[str, ...] = ()  # () every role
     ranks_alike: bool = True
+    pod_labels: PodLabels | None = None
 
 
 @dataclass(frozen=True, slots=True)
