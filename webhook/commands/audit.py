@@ -18,14 +18,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from webhook.checks import distributed
+from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.engine.evaluation import Finding, evaluate, problem
 from webhook.core.engine.policy import PolicySet
 from webhook.core.engine.subject import Subject, subject_of
+from webhook.core.jobs.members import Identity, identities, member_of
+from webhook.core.jobs.running import RULE, RunningRank, by_job, nics_of, running_ranks_differ
 from webhook.core.kit.dicts import api_group, as_dict, as_list
 from webhook.core.kit.paths import Path
 from webhook.core.supply.inventory import Inventory
 from webhook.core.workloads.identity import namespace_of, shown_name
 from webhook.core.workloads.kinds import BUILTIN_TEMPLATES
+from webhook.core.workloads.pods import PodView
 
 FailOn = Literal["deny", "warn", "never"]
 _MAX_OWNER_DEPTH = 8  # Pod -> ReplicaSet -> Deployment is 2; a cycle must not hang us
@@ -93,6 +98,16 @@ class _Record:
     location: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Rank:
+    """A bound GPU Pod that is a rank of a job, with its controller and where it was read."""
+
+    rank: RunningRank
+    ref: ObjectRef
+    owner: str
+    location: str
+
+
 @dataclass(slots=True)
 class _Owner:
     ref: ObjectRef
@@ -110,6 +125,7 @@ class AuditState:
     owners: dict[str, _Owner]
     passing_pods: dict[tuple[str, str], int]
     errors: list[str]
+    ranks: list[_Rank] = field(default_factory=list)
 
 
 @dataclass
@@ -130,6 +146,11 @@ class Auditor:
     _owners: dict[str, _Owner] = field(default_factory=dict)
     _passing_pods: dict[tuple[str, str], int] = field(default_factory=dict)
     _interned: dict[Finding, Finding] = field(default_factory=dict)
+    _ranks: list[_Rank] = field(default_factory=list)
+    _jobs: _RunningJobs | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._jobs = _RunningJobs.of(self.policy_set)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
@@ -153,6 +174,8 @@ class Auditor:
         if not is_pod and meta.get("uid"):
             ref = _ref(meta, api_version, kind, namespace)
             self._owners[ref.uid] = _Owner(ref, owner, location)
+        if is_pod and self._jobs is not None and meta.get("labels") is not None:
+            self._rank(obj, meta, namespace, owner, location)
         if findings is None:
             return
         if is_pod and not findings:  # the common case, kept cheap: only counted
@@ -161,6 +184,32 @@ class Auditor:
         else:
             ref = _ref(meta, api_version, kind, namespace)
             self._records.append(_Record(ref, owner, findings, location))
+
+    def _rank(
+        self,
+        obj: Mapping[str, Any],
+        meta: Mapping[str, Any],
+        namespace: str,
+        owner: str,
+        location: str,
+    ) -> None:
+        """A running rank of a job, kept to compare with the job's other ranks."""
+        assert self._jobs is not None
+        spec = as_dict(obj.get("spec"))
+        node = spec.get("nodeName")
+        if not isinstance(node, str) or as_dict(obj.get("status")).get("phase") in _ENDED:
+            return
+        member = member_of(meta, spec, known=self._jobs.known)
+        if member is None:
+            return
+        is_gpu = self._jobs.params.reading.gpus.is_gpu
+        gpus = tuple(sorted((r, n) for r, n in pod_requests(spec).items() if n and is_gpu(r)))
+        if not gpus:
+            return
+        view = PodView(spec, ("spec",), {}, as_dict(meta.get("annotations")), ("metadata",))
+        nics = nics_of(view, self._jobs.params.reading)
+        rank = RunningRank(member, f"{namespace}/{meta.get('name')}", node, gpus, nics)
+        self._ranks.append(_Rank(rank, _ref(meta, "v1", "Pod", namespace), owner, location))
 
     def _evaluate(self, subject: Subject, location: str) -> tuple[Finding, ...] | None:
         decision = evaluate(self.policy_set, subject, self.inventory, prefilter=self.prefilter)
@@ -188,6 +237,7 @@ class Auditor:
             self._owners,
             self._passing_pods,
             self.errors,
+            self._ranks,
         )
 
     def absorb(self, state: AuditState, *, moved: Callable[[str], str]) -> None:
@@ -204,11 +254,15 @@ class Auditor:
         for key, count in state.passing_pods.items():
             self._passing_pods[key] = self._passing_pods.get(key, 0) + count
         self.errors.extend(moved(e) for e in state.errors)
+        self._ranks += [_Rank(r.rank, r.ref, r.owner, moved(r.location)) for r in state.ranks]
 
     def report(self) -> AuditReport:
         folding = _Folding(self._owners)
         for record in sorted(self._records, key=lambda r: folding.top(r.owner) is not None):
             folding.add(record)
+        if self._jobs is not None:
+            for entry in self._jobs.entries(self._ranks, self.inventory, folding):
+                folding.add_entry(entry)
         passed = folding.passed()
         for (namespace, owner), count in self._passing_pods.items():
             if folding.top(owner) is None:
@@ -267,6 +321,11 @@ class _Folding:
             entry.pods += is_pod
         self.pods_affected[top.ref] += is_pod
 
+    def add_entry(self, entry: AuditEntry) -> None:
+        group = self._groups.setdefault(entry.resource, {})
+        group.setdefault(_merge_key(entry.resource, entry.finding), entry)
+        self.pods_affected[entry.resource] += entry.pods
+
     def entries(self) -> Iterable[AuditEntry]:
         for group in self._groups.values():
             yield from group.values()
@@ -278,6 +337,48 @@ class _Folding:
             if not self._groups.get(ref):
                 passed[ref.namespace] += 1
         return passed
+
+
+_ENDED = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class _RunningJobs:
+    """The gpu-distributed policy's view of running jobs: which Pods are ranks of one job
+    (the WorkloadKinds' Pod labels) and how ranks are read."""
+
+    policy: str
+    action: Any
+    params: distributed.Params
+    known: tuple[Identity, ...]
+
+    @classmethod
+    def of(cls, policy_set: PolicySet) -> _RunningJobs | None:
+        for p in policy_set.policies:
+            if isinstance(p.params, distributed.Params):
+                return cls(p.name, p.action, p.params, identities(policy_set.custom_kinds))
+        return None
+
+    def entries(
+        self, ranks: list[_Rank], inventory: Inventory, folding: _Folding
+    ) -> Iterable[AuditEntry]:
+        labels = {n.name: n.labels for n in inventory.nodes} if ranks else {}
+        keys = self.params.product_labels
+
+        def product(node: str) -> str:
+            found = labels.get(node, {})
+            return next((found[k] for k in keys if k in found), "")
+
+        where = {id(r.rank): r for r in ranks}
+        for group in by_job([r.rank for r in ranks]).values():
+            message = running_ranks_differ(group, product=product)
+            if message is None:
+                continue
+            first = where[id(group[0])]
+            top = folding.top(first.owner)
+            finding = Finding(self.policy, RULE, self.action, message, ())
+            resource = top.ref if top is not None else first.ref
+            yield AuditEntry(resource, finding, top.location if top else first.location, len(group))
 
 
 def _ref(meta: Mapping[str, Any], api_version: str, kind: str, namespace: str) -> ObjectRef:

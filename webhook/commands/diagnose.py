@@ -38,12 +38,13 @@ from webhook.core.diagnosis.facts import (
     priority_of,
     scheduler_event,
 )
-from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record, nics_of
+from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record
 from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.dra.model import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.engine.policy import PolicySet
 from webhook.core.jobs.members import Identity, identities, member_of
 from webhook.core.jobs.model import Reading
+from webhook.core.jobs.running import nics_of
 from webhook.core.kit.dicts import as_dict, str_map
 from webhook.core.supply.profiles import GENERIC, ClusterProfile
 from webhook.core.workloads.pods import PodView

@@ -24,7 +24,8 @@ from webhook.core.diagnosis.gangroom import RoleRoom, never_fits, room_now
 from webhook.core.diagnosis.placement import placement
 from webhook.core.diagnosis.units import shown
 from webhook.core.jobs.members import Member
-from webhook.core.jobs.model import MULTUS_NETWORKS, Reading, multus_networks, pod_gangs
+from webhook.core.jobs.model import Reading, pod_gangs
+from webhook.core.jobs.running import nics_of
 from webhook.core.kit.text import listing, plural
 from webhook.core.supply.profiles import ClusterProfile
 from webhook.core.workloads.pods import PodView
@@ -267,14 +268,6 @@ def _order(rank: str) -> tuple[str, int, str]:
 
 def _product(labels: Mapping[str, str], reading: Reading) -> str:
     return next((labels[k] for k in reading.product_labels if k in labels), "")
-
-
-def nics_of(view: PodView | None, reading: Reading) -> tuple[str, ...]:
-    """The RDMA resources and Multus networks a rank asks for."""
-    if view is None:
-        return ()
-    rdma = sorted({a.resource for a in view.amounts if a.amount and reading.is_rdma(a.resource)})
-    return (*rdma, *multus_networks(view.annotations.get(MULTUS_NETWORKS)))
 
 
 def _facts(
