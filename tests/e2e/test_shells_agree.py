@@ -1,4 +1,5 @@
-"""Every shell judges an object alike: `check`, `audit`, `diff`, `test` and `serve`.
+"""Every shell judges an object alike: `check`, `audit`, `diff`, `test` and `serve`, and
+`diagnose` gives a job that can never fit the same proof.
 
 One table of objects goes through each shell as a user (or the apiserver) would send it:
 the real CLI in a subprocess, the real server over TLS. Each must report the same
@@ -55,6 +56,11 @@ spec:
   check: device-injection
 """
 
+H100_8 = {"nvidia.com/gpu": 8}
+ON_H100 = {
+    "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+}
 Finding = tuple[str, str, str]  # policy, rule, message
 Found = dict[str, tuple[str, list[Finding]]]  # object name -> (namespace, findings)
 
@@ -196,6 +202,23 @@ TABLE: dict[str, tuple[dict[str, Any], str, list[tuple[str, str]]]] = {
             ("gpu-distributed", "gang-not-wired"),
         ],
     ),
+    # A job the example nodes can never hold whole (4 ranks of 8 GPUs, 2 H100 nodes):
+    # diagnose names the same proof for its Pending Pods (test below).
+    "gang": (
+        pytorchjob(
+            "gang",
+            "team-a",
+            pod("m", limits=H100_8, spec=ON_H100),
+            pod("w", limits=H100_8, spec=ON_H100),
+        ),
+        "team-a",
+        [
+            ("gpu-distributed", "gang-not-wired"),
+            ("gpu-distributed", "gang-never-fits"),
+            ("gpu-distributed", "shm-default"),  # Master and Worker: 8 ranks, 64 MiB
+            ("gpu-distributed", "shm-default"),
+        ],
+    ),
     "passthrough": (
         vfio_claim("passthrough", "team-a"),
         "team-a",
@@ -256,6 +279,42 @@ def test_every_shell_reports_the_same_findings(server: Server, tmp_path: Path) -
     assert disagreements == {shell: [] for shell in shells}, "\n".join(
         f"{shell}: {line}" for shell, lines in disagreements.items() for line in lines
     )
+
+
+def test_diagnose_gives_the_job_the_same_gang_proof(tmp_path: Path) -> None:
+    """The "gang" job's Pods as its operator makes them, all Pending on the example nodes:
+    diagnose's job record rests on check's gang-never-fits finding, word for word (the
+    operator writes the replica type in lower case: training-operator v1.9.0
+    pkg/controller.v1/common/pod.go, `strings.ToLower(string(rtype))`)."""
+    job, _, _ = TABLE["gang"]
+    manifests = tmp_path / "gang.yaml"
+    manifests.write_text(yaml.safe_dump(job, sort_keys=False))
+    rows = cli("check", "--inventory", str(NODES), "-o", "json", str(manifests), code=0)
+    (proof,) = [r["message"] for r in rows["results"] if r["rule"] == "gang-never-fits"]
+    pods = []
+    for role, spec in job["spec"]["pytorchReplicaSpecs"].items():
+        for i in range(spec["replicas"]):
+            name = f"gang-{role.lower()}-{i}"
+            labels = {
+                **spec["template"]["metadata"]["labels"],
+                "training.kubeflow.org/job-name": "gang",
+                "training.kubeflow.org/replica-type": role.lower(),
+                "training.kubeflow.org/replica-index": str(i),
+            }
+            owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "gang"}
+            meta = {"name": name, "namespace": "team-a", "uid": name, "labels": labels}
+            meta["ownerReferences"] = [{**owner, "uid": "job", "controller": True}]
+            body = {"metadata": meta, "spec": spec["template"]["spec"]}
+            pods.append({"apiVersion": "v1", "kind": "Pod", **body, "status": {"phase": "Pending"}})
+    dump = tmp_path / "pods.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods}))
+    out = json.loads(
+        cli("diagnose", "--from", str(NODES), "--from", str(dump), "-o", "json", code=1)
+    )
+    (record,) = [r for r in out if r["type"] == "job"]
+    assert record["job"] == "PyTorchJob team-a/gang" and record["fit"] == "never"
+    assert f"The job can never be placed at once: {proof}".lower() in record["verdict"].lower()
+    assert [r["domain"] for r in out if r["type"] == "pod"] == ["gang-does-not-fit"] * 4
 
 
 def differences(expected: Found, got: Found) -> list[str]:
