@@ -203,6 +203,7 @@ def test_anti_affinity_one_rank_per_node_counts_now() -> None:
         ),
         ({"kueue.x-k8s.io/pod-group-name": "g"}, {}, {}, "Kueue pod group ml/g", ""),
         ({}, {}, {"workloadRef": {"name": "w", "podGroup": "p"}}, "Workload ml/w/p", ""),
+        ({}, {}, {"schedulingGroup": {"podGroupName": "pg"}}, "PodGroup ml/pg", ""),
         ({"app": "web"}, {}, {}, None, None),
         ({"training.kubeflow.org/job-name": "x" * 300}, {}, {}, None, None),
     ],

@@ -100,6 +100,12 @@ def member_of(
             break
     if matched is not None:
         return _member(matched[0], namespace, matched[1], labels, meta)
+    group = as_dict(spec.get("schedulingGroup")).get("podGroupName")
+    # The Workload API since 1.36: the Pod names its PodGroup (webhook.core.jobs.model).
+    if _value(group):
+        return Member(
+            (namespace, "schedulingGroup", str(group)), f"PodGroup {namespace}/{group}", "", "", ""
+        )
     ref = as_dict(spec.get("workloadRef"))
     # The Workload API (Kubernetes 1.35+, KEP-4671): the Pod's pod group in a Workload.
     if _value(ref.get("name")):

@@ -294,6 +294,12 @@ def pod_gangs(pod: PodView, reading: Reading) -> list[Gang]:
     # names the Workload whose pod group the Pod belongs to.
     if isinstance(pod.spec.get("workloadRef"), Mapping):
         out.append(Gang("workload-api", "spec.workloadRef", pod.where("workloadRef")))
+    # Since 1.36 a Pod names its PodGroup (scheduling.k8s.io v1alpha2, v1beta1 in 1.37)
+    # in spec.schedulingGroup.podGroupName (`kubectl explain pod.spec.schedulingGroup` on
+    # v1.36.3 and v1.37.2; proved on the real scheduler in tests/e2e/test_gang_cluster.py).
+    if isinstance(as_dict(pod.spec.get("schedulingGroup")).get("podGroupName"), str):
+        where = pod.where("schedulingGroup", "podGroupName")
+        out.append(Gang("workload-api", "spec.schedulingGroup.podGroupName", where))
     return out
 
 
