@@ -80,8 +80,8 @@ def test_partial_placement_holds_gpus_and_never_fits() -> None:
     assert job.verdict.startswith("1 of 3 ranks waits. The job can never be placed at once: ")
     assert job.verdict.endswith(
         "The 2 placed ranks hold 16 nvidia.com/gpu on a, b while they wait, with no gang "
-        "mechanism (no Kueue queue, PodGroup, gang scheduler or workloadRef): the scheduler "
-        "places each rank alone."
+        "mechanism (no Kueue queue, PodGroup, gang scheduler or Workload API pod group): the "
+        "scheduler places each rank alone."
     )
     assert [(r.rank, r.node, r.product, r.state, r.domain) for r in job.ranks] == [
         ("worker 0", "a", H100, "placed", ""),

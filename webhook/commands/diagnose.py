@@ -18,7 +18,7 @@ from typing import Any
 
 from webhook.checks import device_injection, distributed, resource_names
 from webhook.core.access.model import AccessRules
-from webhook.core.diagnosis.classify import diagnose
+from webhook.core.diagnosis.classify import agreement, diagnose
 from webhook.core.diagnosis.cluster import ClusterFacts, NodeUse
 from webhook.core.diagnosis.drafacts import DraCollector
 from webhook.core.diagnosis.evidence import DOMAINS, Domain, Evidence
@@ -38,7 +38,7 @@ from webhook.core.diagnosis.facts import (
     priority_of,
     scheduler_event,
 )
-from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record
+from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record, rank_domain
 from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.dra.model import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.engine.policy import PolicySet
@@ -331,15 +331,23 @@ def _view(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> PodView:
 
 def _in_job(record: Evidence, job: JobRecord) -> Evidence:
     """A rank's own record, told of its job: one that fits alone while its job does not
-    is `gang-does-not-fit`; one whose job can never fit waits in vain whatever it waits for."""
-    if record.domain == "not-stuck" and job.fit in ("never", "not-now"):
+    is `gang-does-not-fit` (and the scheduler's words are read again for it); one whose
+    job can never fit waits in vain whatever it waits for."""
+    domain = rank_domain(record.domain, job.fit)
+    if domain != record.domain:
+        event = None
+        if record.scheduler_message is not None:
+            event = SchedulerEvent(record.scheduler_message, record.scheduler_time, 1)
+        agrees, why = agreement(domain, event)
         verdict = f"the Pod fits a node alone, but its job does not fit at once: {job.verdict}"
         return replace(
             record,
-            domain="gang-does-not-fit",
+            domain=domain,
             verdict=verdict,
             next_action=job.next_action,
             job=job.job,
+            agreement=agrees,
+            disagreement=why,
         )
     if job.fit == "never":
         also = f"gang-does-not-fit: its job {job.job} can never be placed at once (its job record)"

@@ -17,7 +17,7 @@ from webhook.core.diagnosis.absent import absent, broken_finding
 from webhook.core.diagnosis.capacity import can_hold, fit_now
 from webhook.core.diagnosis.case import SHOWN_NODES, Case
 from webhook.core.diagnosis.cluster import ClusterFacts
-from webhook.core.diagnosis.evidence import Agreement, Diagnosis, Evidence, Fact
+from webhook.core.diagnosis.evidence import Agreement, Diagnosis, Domain, Evidence, Fact
 from webhook.core.diagnosis.facts import PendingPod, SchedulerEvent
 from webhook.core.diagnosis.gpunodes import broken_nodes
 from webhook.core.diagnosis.placement import placement
@@ -39,7 +39,7 @@ def diagnose(
     gpu_want = {r: n for r, n in pod.want.items() if gpus.is_gpu(r)}
     case = Case(pod, cluster, gpus, placement(pod.spec, cluster), gpu_want)
     finding, candidates = judge(case, now)
-    agreement, why = _agreement(finding, event)
+    agreement_, why = agreement(finding.domain, event)
     facts = finding.facts
     if event is not None:
         facts = (*facts, Fact("scheduler", "FailedScheduling", event.message))
@@ -61,7 +61,7 @@ def diagnose(
         requests={r: shown(r, n) for r, n in pod.want.items() if r != PODS},
         scheduler_message=event.message if event else None,
         scheduler_time=event.time if event else None,
-        agreement=agreement,
+        agreement=agreement_,
         disagreement=why,
         next_action=finding.next_action,
         also=finding.also,
@@ -133,26 +133,27 @@ def _broken(case: Case, bits: int) -> Diagnosis | None:
     return None
 
 
-def _agreement(finding: Diagnosis, event: SchedulerEvent | None) -> tuple[Agreement, str]:
+def agreement(domain: Domain, event: SchedulerEvent | None) -> tuple[Agreement, str]:
+    """Whether the scheduler's last message is evidence for `domain`, and if not, why."""
     if event is None:
         return "no-event", ""
     message = parse_message(event.message)
-    if finding.domain == "not-stuck":
+    if domain == "not-stuck":
         return "disagrees", (
             "the scheduler's last attempt failed, but the Pod fits now: the cluster changed "
             "since (a Pod ended, a node came back or was added)"
         )
     domains = message.domains()
-    if finding.domain in domains:
+    if domain in domains:
         return "agrees", ""
     if not domains:
         return "disagrees", (
             f"the scheduler names {message.reason_text() or 'nothing'}, which is outside "
             f"what diagnose judges (Pod affinity, volumes, topology spread, ports); "
-            f"{finding.domain} holds too and comes first"
+            f"{domain} holds too and comes first"
         )
     return "disagrees", (
         f"the scheduler names {message.reason_text()} ({' or '.join(sorted(domains))}): it "
         f"reports only the first filter each node failed, or the cluster changed since; "
-        f"{finding.domain} holds now and must be fixed first"
+        f"{domain} holds now and must be fixed first"
     )

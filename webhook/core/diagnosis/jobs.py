@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Literal
 
 from webhook.core.diagnosis.cluster import ClusterFacts
-from webhook.core.diagnosis.evidence import Evidence, Fact
+from webhook.core.diagnosis.evidence import Domain, Evidence, Fact
 from webhook.core.diagnosis.facts import PendingPod
 from webhook.core.diagnosis.gangroom import RoleRoom, never_fits, room_now
 from webhook.core.diagnosis.placement import placement
@@ -99,6 +99,12 @@ class JobRecord:
         return self.fit != "fits-now"
 
 
+def rank_domain(own: Domain, fit: Fit) -> Domain:
+    """A waiting rank's domain within its job: one that fits alone while the job does
+    not fit at once is `gang-does-not-fit`."""
+    return "gang-does-not-fit" if own == "not-stuck" and fit in ("never", "not-now") else own
+
+
 def job_record(
     job: JobPods,
     *,
@@ -152,7 +158,7 @@ def job_record(
             if gang
             else (
                 ", with no gang mechanism (no Kueue queue, PodGroup, gang scheduler or "
-                "workloadRef): the scheduler places each rank alone."
+                "Workload API pod group): the scheduler places each rank alone."
             )
         )
     return JobRecord(
@@ -164,7 +170,7 @@ def job_record(
         fit=fit,
         verdict=verdict,
         next_action=_next(fit, job, gang, rooms),
-        ranks=_rank_map(job, cluster, records, reading),
+        ranks=_rank_map(job, cluster, records, reading, fit),
         placed=len(job.placed),
         waiting=len(waiting),
         held=held,
@@ -227,6 +233,7 @@ def _rank_map(
     cluster: ClusterFacts,
     records: Mapping[str, Evidence],
     reading: Reading,
+    fit: Fit,
 ) -> tuple[RankRow, ...]:
     labels = {f.name: f.labels for f in cluster.nodes}
     rows = [
@@ -253,7 +260,7 @@ def _rank_map(
                 _amounts(gpus),
                 nics_of(pod.view, reading),
                 "waiting",
-                records[pod.ref].domain,
+                rank_domain(records[pod.ref].domain, fit),
             )
         )
     rows.sort(key=lambda r: (_order(r.rank), r.pod))

@@ -24,12 +24,20 @@ _RESOURCE_DOMAINS: frozenset[Domain] = frozenset(
         "mig-reconfiguring",
         "capacity-exhausted",
         "exceeds-any-node",
+        # a rank of a gang: in the group's scheduling cycle its fellow ranks are placed
+        # first, tentatively, and take the room (kubernetes pkg/scheduler/
+        # schedule_one_podgroup.go, v1.36/v1.37; seen in tests/e2e/test_gang_cluster.py)
+        "gang-does-not-fit",
     }
 )
 # Reason text (a prefix of it) -> the domains it is evidence for.
 _REASONS: tuple[tuple[str, frozenset[Domain]], ...] = (
     ("Insufficient ", _RESOURCE_DOMAINS),
     ("Too many pods", frozenset({"capacity-exhausted"})),
+    # The GangScheduling plugin holding a group's ranks back: "pod group is
+    # unschedulable, minCount (3) cannot be satisfied: ..." (v1.37.2), "... waiting for
+    # minCount pods from a gang to be scheduled ..." (v1.36.3).
+    ("pod group is unschedulable", frozenset({"gang-does-not-fit"})),
     ("node(s) didn't match Pod's node affinity/selector", frozenset({"excluded-by-placement"})),
     ("node(s) didn't satisfy plugin(s)", frozenset({"excluded-by-placement"})),
     ("node(s) had untolerated taint", frozenset({"excluded-by-placement", "node-unavailable"})),
