@@ -131,6 +131,57 @@ SHAPED_KINDS: list[
             )
         ],
     ),
+    (  # a bare `gpu` in one ResourceItem (vLLM production-stack)
+        cr(
+            "production-stack.vllm.ai/v1alpha1",
+            "VLLMRuntime",
+            {
+                "deploymentConfig": {
+                    "resources": {"cpu": "5", "gpu": "1", "gpuType": "nvidia.com/gpu"}
+                }
+            },
+        ),
+        [
+            (
+                ("spec", "deploymentConfig"),
+                ("spec", "deploymentConfig"),
+                ["deploymentConfig"],
+                ['spec.deploymentConfig.resources.limits["nvidia.com/gpu"]'],
+                {},
+            )
+        ],
+    ),
+    (  # requests/limits of ResourceItems (Dynamo v1alpha1); extraPodSpec its pod fields
+        cr(
+            "nvidia.com/v1alpha1",
+            "DynamoGraphDeployment",
+            {
+                "services": {
+                    "worker": {
+                        "labels": {"tier": "w"},
+                        "resources": {"limits": {"gpu": "2"}},
+                        "extraPodSpec": {"mainContainer": {"image": "x"}},
+                    }
+                }
+            },
+        ),
+        [
+            (
+                ("spec", "services", "worker", "extraPodSpec"),
+                ("spec", "services", "worker", "extraPodSpec"),
+                ["mainContainer"],
+                [],
+                {},
+            ),
+            (
+                ("spec", "services", "worker"),
+                ("spec", "services", "worker"),
+                ["worker"],
+                ['spec.services.worker.resources.limits["nvidia.com/gpu"]'],
+                {"tier": "w"},
+            ),
+        ],
+    ),
 ]
 
 
@@ -233,6 +284,18 @@ UNCONFIGURED = [
         "spec.worker.accel.quantity",
         "{group: example.com, kind: Batch, containers: [{path: spec.worker, gpu: accel}]}",
     ),
+    (  # a bare count, as Dynamo's and vLLM production-stack's ResourceItems hold it
+        cr("example.com/v1", "Graph", {"services": {"w": {"resources": {"limits": {"gpu": "1"}}}}}),
+        "spec.services.w.resources.limits.gpu",
+        "{group: example.com, kind: Graph, containers: [{path: spec.services.w, "
+        "gpuCount: {form: requirements}}]}",
+    ),
+    (
+        cr("example.com/v1", "Engine", {"deploy": {"resources": {"cpu": "5", "gpu": "2"}}}),
+        "spec.deploy.resources.gpu",
+        "{group: example.com, kind: Engine, containers: [{path: spec.deploy, "
+        "gpuCount: {form: item}}]}",
+    ),
 ]
 
 
@@ -252,8 +315,9 @@ def test_an_unconfigured_kind_that_requests_gpus_is_a_finding(
     assert finding.message.endswith("add it to a WorkloadKinds document: " + entry)
 
 
-def test_the_suggested_entry_reads_the_pods_it_names(tmp_path: Path) -> None:
-    obj, _, entry = UNCONFIGURED[0]
+@pytest.mark.parametrize("row", [0, 4, 5])
+def test_the_suggested_entry_reads_the_pods_it_names(tmp_path: Path, row: int) -> None:
+    obj, _, entry = UNCONFIGURED[row]
     (tmp_path / "kinds.yaml").write_text(
         "apiVersion: gpu-admission.io/v1alpha1\nkind: WorkloadKinds\nmetadata: {name: mine}\n"
         f"spec:\n  customResources:\n    - {entry}\n"

@@ -92,6 +92,12 @@ REAL: list[tuple[Path, str, Roles]] = [
      [("driver", 1), ("executor", 1)]),
     (DATA / "config__samples__nim__serving__standalone__no-precaching__llm-emptydir.yaml",
      "NIMService", [("", 1)]),
+    # GPUs as a bare `gpu: "1"` in the kind's own ResourceItems; a Dynamo component's
+    # extraPodSpec is its pod-level fields (no Pods of its own), its resources the GPUs
+    (DATA / "examples__backends__vllm__deploy__agg.yaml", "DynamoGraphDeployment",
+     [("Frontend", 0), ("worker", 0), ("Frontend", 1), ("worker", 1)]),
+    (DATA / "operator__config__samples__production-stack_v1alpha1_vllmruntime.yaml",
+     "VLLMRuntime", [("deploymentConfig", 2)]),
     # autoscaled: unknown
     (DATA / "docs__samples__accelerators__tensorflow-gpu.yaml", "InferenceService",
      [("predictor", None)]),
@@ -404,3 +410,20 @@ def test_a_fallback_that_matches_nothing_is_unmatched(tmp_path: Path) -> None:
     assert found is not None
     assert found.roles == ()
     assert [shape.path for _, shape in found.unmatched] == [("spec", "leader")]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "path"),
+    [
+        ("examples__backends__vllm__deploy__agg.yaml", "DynamoGraphDeployment",
+         ("spec", "services", "worker", "resources", "limits", "nvidia.com/gpu")),
+        ("operator__config__samples__production-stack_v1alpha1_vllmruntime.yaml", "VLLMRuntime",
+         ("spec", "deploymentConfig", "resources", "limits", "nvidia.com/gpu")),
+    ],
+)  # fmt: skip
+def test_a_bare_gpu_count_is_the_resource_its_operator_makes(
+    name: str, kind: str, path: tuple[str, ...]
+) -> None:
+    """Dynamo's and vLLM production-stack's `gpu: "1"` (gpuType, else nvidia.com/gpu)."""
+    amounts = [a for r in view(document(DATA / name, kind)).roles for a in r.pod.amounts]
+    assert [(a.resource, a.amount, a.path) for a in amounts] == [("nvidia.com/gpu", 1, path)]

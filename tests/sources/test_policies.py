@@ -63,6 +63,8 @@ def test_shipped_policies_load() -> None:
         ("trainer.kubeflow.org", "TrainJob"),
         ("trainer.kubeflow.org", "TrainingRuntime"),
         ("trainer.kubeflow.org", "ClusterTrainingRuntime"),
+        ("nvidia.com", "DynamoGraphDeployment"),
+        ("production-stack.vllm.ai", "VLLMRuntime"),
     ]
     assert policy_set.unconfigured_gpu_action == "warn"
     assert re.fullmatch(r"[0-9a-f]{16}", policy_set.digest)

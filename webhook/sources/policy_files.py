@@ -27,6 +27,7 @@ from webhook.core.workloads.shapes import (
     ContainerShape,
     Factor,
     GangField,
+    GpuCount,
     JobShape,
     KindShape,
     PodField,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # pydantic comes with these: imported where documents are val
         ClusterProfileDocument,
         ContainersPath,
         CustomKind,
+        GpuCountSpec,
         GpuNodesSpec,
         JobSpec,
         PodLabelSpec,
@@ -189,14 +191,16 @@ def kind_shape(c: CustomKind, *, source: str, action: Action) -> KindShape:
         containers = tuple(
             ContainerShape(_steps(x))
             if isinstance(x, str)
-            else ContainerShape(_steps(x.path), _steps(x.resources), _opt_steps(x.gpu))
+            else ContainerShape(
+                _steps(x.path), _steps(x.resources), _opt_steps(x.gpu), _gpu_count(x.gpuCount)
+            )
             for x in p.containers
         )
         labels = tuple(_steps(at) for at in p.labelsAt)
         fields = _pod_fields(p)
         pods.append(PodShape("pod", _steps(p.path), containers, labels, **_role(p), fields=fields))
     for k in c.containers:
-        own = ContainerShape((), _steps(k.resources), _opt_steps(k.gpu))
+        own = ContainerShape((), _steps(k.resources), _opt_steps(k.gpu), _gpu_count(k.gpuCount))
         labels = tuple(_steps(at) for at in k.labelsAt)
         fields = _pod_fields(k)
         pods.append(
@@ -220,6 +224,12 @@ def _job(job: JobSpec | None) -> JobShape | None:
         job.ranksAlike,
         _pod_labels(job.podLabels),
     )
+
+
+def _gpu_count(spec: GpuCountSpec | None) -> GpuCount | None:
+    if spec is None:
+        return None
+    return GpuCount(spec.form, spec.key, spec.nameKey, spec.default, spec.customKey)
 
 
 def _pod_labels(labels: PodLabelSpec | None) -> PodLabels | None:

@@ -129,10 +129,25 @@ class TemplatePath(_PodPath):
         return {"path": data} if isinstance(data, str) else data
 
 
+class GpuCountSpec(_Strict):
+    """The kind counts GPUs in its resources as a bare `key: "1"` (Dynamo's, vLLM
+    production-stack's ResourceItem), naming the resource at `nameKey`, else `default`;
+    `customKey` holds more resources by their Kubernetes names."""
+
+    form: Literal["requirements", "item"] = Field(
+        "requirements", description="requests/limits of items (Dynamo), or one item (vLLM)"
+    )
+    key: str = Field("gpu", max_length=63)
+    nameKey: str | None = Field("gpuType", max_length=63)
+    default: str = Field("nvidia.com/gpu", max_length=253)
+    customKey: str | None = Field("custom", max_length=63)
+
+
 class ContainerPath(_Strict):
     path: str = Field(".", pattern=_DOTTED, description="relative to the pod spec; . itself")
     resources: str = Field("resources", pattern=_DOTTED, description="its ResourceRequirements")
     gpu: str | None = Field(None, pattern=_DOTTED, description="a {name, quantity} field")
+    gpuCount: GpuCountSpec | None = Field(None, description="resources with a bare GPU count")
 
 
 class PodField(_Strict):
@@ -197,6 +212,7 @@ class ContainersPath(_PodPath):
 
     resources: str = Field("resources", pattern=_DOTTED)
     gpu: str | None = Field(None, pattern=_DOTTED)
+    gpuCount: GpuCountSpec | None = Field(None, description="resources with a bare GPU count")
     labelsAt: list[str] = []
     podFields: list[PodField] = Field(default=[], max_length=16)
 

@@ -24,6 +24,7 @@ from webhook.core.workloads.shapes import (
     ROOT,
     ContainerShape,
     Factor,
+    GpuCount,
     KindShape,
     Pattern,
     PodShape,
@@ -362,10 +363,50 @@ def _container_ref(
         name, quantity = gpu.get("name"), gpu.get("quantity")
         spec["resources"] = {"limits": {name: quantity}} if isinstance(name, str) else {}
         return ContainerRef("containers", position, spec, at, None, (*at, *cshape.gpu, "quantity"))
+    if cshape.gpu_count is not None:
+        spec["resources"] = item_resources(as_dict(_get(item, cshape.resources)), cshape.gpu_count)
+        return ContainerRef("containers", position, spec, at, (*at, *cshape.resources))
     if cshape.resources != ("resources",):
         spec["resources"] = as_dict(_get(item, cshape.resources))
         return ContainerRef("containers", position, spec, at, (*at, *cshape.resources))
     return ContainerRef("containers", position, spec, at)
+
+
+def item_resources(resources: Mapping[str, Any], how: GpuCount) -> dict[str, Any]:
+    """A ResourceRequirements from the kind's ResourceItems, as its operator builds one:
+    `gpu` becomes the resource `gpuType` names (nvidia.com/gpu by default), `custom`
+    entries keep their names (ai-dynamo/dynamo deploy/operator controller_common
+    resource.go GetResourcesConfig, getGPUResourceName; vllm-project/production-stack
+    operator/internal/controller/resources.go buildResourceRequirements, which puts the
+    GPU count in both requests and limits)."""
+    out: dict[str, Any] = {}
+    if how.form == "item":  # one ResourceItem for both sides; requests/limits override
+        flat = _item({k: v for k, v in resources.items() if k not in _SIDES}, how)
+        for side in _SIDES:
+            extra = resources.get(side)
+            out[side] = {**flat, **(_item(extra, how) if isinstance(extra, Mapping) else {})}
+        return out
+    for side in _SIDES:
+        item = resources.get(side)
+        if isinstance(item, Mapping):
+            out[side] = _item(item, how)
+    return out
+
+
+_SIDES = ("requests", "limits")
+
+
+def _item(item: Mapping[str, Any], how: GpuCount) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in item.items():
+        if key == how.key:
+            name = item.get(how.name_key) if how.name_key else None
+            out[name if isinstance(name, str) and name else how.default] = value
+        elif key == how.custom_key and isinstance(value, Mapping):
+            out.update(value)
+        elif key != how.name_key:
+            out[key] = value
+    return out
 
 
 def _get(node: Mapping[str, Any], steps: tuple[str, ...]) -> object:

@@ -39,6 +39,20 @@ MAX_FAN_OUT = 1000
 
 
 @dataclass(frozen=True, slots=True)
+class GpuCount:
+    """Resources that count GPUs as a bare `key: "1"` (a ResourceItem of Dynamo's or vLLM
+    production-stack's), the resource named at `name_key`, else `default`; `custom_key`
+    holds more resources by their Kubernetes names. `form` "requirements": requests and
+    limits each a ResourceItem (Dynamo); "item": the mapping is one, for both (vLLM)."""
+
+    form: Literal["requirements", "item"] = "requirements"
+    key: str = "gpu"
+    name_key: str | None = "gpuType"
+    default: str = "nvidia.com/gpu"
+    custom_key: str | None = "custom"
+
+
+@dataclass(frozen=True, slots=True)
 class ContainerShape:
     """Container-shaped mappings (or lists of them) at `path`, relative to the pod spec
     they join; () is the pod mapping itself (Spark's driver is pod and container)."""
@@ -46,6 +60,7 @@ class ContainerShape:
     path: Pattern = ()
     resources: Pattern = ("resources",)  # a ResourceRequirements: limits, requests
     gpu: Pattern | None = None  # a {name, quantity} field instead (SparkApplication)
+    gpu_count: GpuCount | None = None  # a bare GPU count in the resources (Dynamo, vLLM)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ UNCONFIGURED_POLICY = "workload-kinds"
 # the scan runs before any policy, so it cannot use their parameters.
 GPU_PREFIXES = ("nvidia.com/", "amd.com/", "gpu.intel.com/", "volcano.sh/vgpu", "aliyun.com/gpu")
 NOT_GPUS = ("nvidia.com/hostdev",)  # an RDMA device the NVIDIA network operator names
+BARE_GPU = "gpu"  # a ResourceItem's count (Dynamo, vLLM production-stack): nvidia.com/gpu
 SCAN_BUDGET = 20_000  # values one scan visits: bounded whatever the object holds
 _SKIP_TOP = frozenset({"metadata", "status"})
 
@@ -112,6 +113,12 @@ def _hit(path: Path, node: Mapping[str, Any]) -> GpuRequest | None:
             for resource, raw in amounts.items():
                 if is_gpu(resource) and _positive(raw):
                     return GpuRequest((*path, key, resource), resource, raw, False)
+                if resource == BARE_GPU and path[-1:] == ("resources",) and _positive(raw):
+                    return GpuRequest((*path, key, resource), resource, raw, False)
+    # A bare count in a `resources` mapping: the ResourceItem of Dynamo's and vLLM
+    # production-stack's kinds, which their operators make nvidia.com/gpu.
+    if path[-1:] == ("resources",) and _positive(node.get(BARE_GPU)):
+        return GpuRequest((*path, BARE_GPU), BARE_GPU, node.get(BARE_GPU), False)
     return None
 
 
@@ -124,6 +131,13 @@ def suggested_entry(*, group: str, kind: str, found: GpuRequest) -> str:
     """The WorkloadKinds entry that would read the pod holding `found`: list items
     become "*"; a PodTemplateSpec, an inline pod spec or a container of its own."""
     head = f"{{group: {group}, kind: {kind}, "
+    if found.resource == BARE_GPU:
+        flat = found.path[-2:-1] == ("resources",)
+        container = found.path[:-2] if flat else found.path[:-3]
+        form = "item" if flat else "requirements"
+        return head + (
+            f"containers: [{{path: {_dotted(container) or '.'}, gpuCount: {{form: {form}}}}}]}}"
+        )
     if found.gpu_field:
         container = found.path[:-2]
         return head + f"containers: [{{path: {_dotted(container)}, gpu: {found.path[-2]}}}]}}"
