@@ -71,11 +71,10 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import config as k8s_config
 
 from tests.support.clirun import gpu_admission
 from tests.support.controlplane import Api, Obj
-from tests.support.kubeclusters import KIT, NEWEST, Cluster, Clusters
+from tests.support.kubeclusters import KIT, NEWEST, Cluster, Clusters, start_cluster
 from tests.support.paths import TOOLS
 
 KWOK = TOOLS / "kwok"
@@ -199,9 +198,8 @@ def gang_objects() -> list[Obj]:
 # -- the cluster and kwok ----------------------------------------------------------------
 
 
-def start_cluster(directory: Path) -> Cluster:
-    """kubecluster of VERSION with the Workload API on (Clusters._start, with the gates)."""
-    env = {**os.environ, "KUBECLUSTER_BIN": str(KIT / "bin" / VERSION)}
+def start_gated_cluster(directory: Path) -> Cluster:
+    """kubecluster of VERSION with the Workload API on (its gates and group version)."""
     gates = f"--feature-gates={API.gates}"
     args = [
         f"--apiserver-arg={gates}",
@@ -209,22 +207,7 @@ def start_cluster(directory: Path) -> Cluster:
         f"--scheduler-arg={gates}",
         f"--controller-manager-arg={gates}",
     ]
-    run = subprocess.run(
-        [str(KIT / "start"), str(directory), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-        check=False,
-    )
-    if run.returncode != 0:
-        subprocess.run([str(KIT / "stop"), str(directory)], env=env, check=False)
-        raise RuntimeError(f"kubecluster {VERSION} did not start:\n{run.stderr}")
-    kubeconfig = Path(run.stdout.strip())
-    env["KUBECONFIG"] = str(kubeconfig)
-    api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
-    info = json.loads((directory / "cluster.json").read_text())
-    return Cluster(VERSION, directory, kubeconfig, api, info, env=env)
+    return start_cluster(directory, VERSION, args)
 
 
 def start_kwok(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -361,7 +344,7 @@ def gang(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GangCluster]:
     base = tmp_path_factory.mktemp("kubecluster-gang")
     clusters = Clusters(base)
     try:
-        cluster = clusters.started[VERSION] = start_cluster(base / VERSION)
+        cluster = clusters.started[VERSION] = start_gated_cluster(base / VERSION)
         api = Api(cluster.kubeconfig)
         for pool, names in POOLS.items():
             for name in names:

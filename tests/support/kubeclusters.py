@@ -18,7 +18,7 @@ import os
 import ssl
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -167,24 +167,7 @@ class Clusters:
         return self.started[version]
 
     def _start(self, version: str) -> Cluster:
-        directory = self.base / version
-        env = {**os.environ, "KUBECLUSTER_BIN": str(KIT / "bin" / version)}
-        run = subprocess.run(
-            [str(KIT / "start"), str(directory)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=240,
-            check=False,
-        )
-        if run.returncode != 0:
-            subprocess.run([str(KIT / "stop"), str(directory)], env=env, check=False)
-            raise RuntimeError(f"kubecluster {version} did not start:\n{run.stderr}")
-        kubeconfig = Path(run.stdout.strip())
-        env["KUBECONFIG"] = str(kubeconfig)
-        api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
-        info = json.loads((directory / "cluster.json").read_text())
-        return Cluster(version, directory, kubeconfig, api, info, env=env)
+        return start_cluster(self.base / version, version)
 
     def stop_all(self) -> None:
         """Stop every cluster (kubecluster's stop, by the PIDs start recorded).
@@ -204,6 +187,28 @@ class Clusters:
                 stderr=(cluster.dir / "stop.log").open("wb"),
                 start_new_session=True,
             )
+
+
+def start_cluster(directory: Path, version: str, args: Sequence[str] = ()) -> Cluster:
+    """One kubecluster of `version` in `directory`, started with the kit's `start` ARGS
+    (feature gates and the like); stopped by `stop DIR` if it does not come up."""
+    env = {**os.environ, "KUBECLUSTER_BIN": str(KIT / "bin" / version)}
+    run = subprocess.run(
+        [str(KIT / "start"), str(directory), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    if run.returncode != 0:
+        subprocess.run([str(KIT / "stop"), str(directory)], env=env, check=False)
+        raise RuntimeError(f"kubecluster {version} did not start:\n{run.stderr}")
+    kubeconfig = Path(run.stdout.strip())
+    env["KUBECONFIG"] = str(kubeconfig)
+    api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    info = json.loads((directory / "cluster.json").read_text())
+    return Cluster(version, directory, kubeconfig, api, info, env=env)
 
 
 @pytest.fixture(scope="session")
