@@ -49,7 +49,8 @@ def gang_not_wired(job: Job, *, counted: Collection[Mechanism]) -> list[Violatio
             ("metadata", "labels"),
             f"the {job.kind} {_runs(job, pods)} ({roles_text(job.gpu_ranks)}) "
             "with no gang mechanism: no Kueue queue, no PodGroup, no gang field of the "
-            "kind, no gang-aware schedulerName, no spec.workloadRef. The scheduler places "
+            "kind, no gang-aware schedulerName, no Workload API pod group "
+            "(spec.schedulingGroup, spec.workloadRef). The scheduler places "
             "its ranks one by one: placed ranks hold their GPUs while they wait for the "
             "others, and two such jobs placed in part wait for each other for ever. "
             f"Add {' or '.join(ways)}.",
