@@ -71,3 +71,10 @@ def test_gpu_counts_that_differ() -> None:
         "differ in GPUs: 8 nvidia.com/gpu on worker 0 (node a) and 4 nvidia.com/gpu on "
         in (found[2])
     )
+
+
+def test_ranks_in_a_namespace_the_policy_leaves_out_are_not_compared() -> None:
+    pods = [owned(rank(0, on="a")), owned(rank(1, on="b", gpus=4))]
+    for pod in pods:
+        pod["metadata"]["namespace"] = "gpu-operator"  # excludedNamespaces of the policy
+    assert differ(audited([node("a"), node("b")], pods)) == []

@@ -125,7 +125,9 @@ def test_a_job_that_fits_now_is_not_stuck() -> None:
 
 
 def test_anti_affinity_one_rank_per_node_counts_now() -> None:
-    """Own-label anti-affinity on the hostname: the node of a placed rank takes no other."""
+    """Own-label anti-affinity on the hostname: the node of a placed rank takes no other
+    now, though it has room for one. Without the term the two waiting ranks fit now (a's
+    and b's free 8 GPUs); with it only b is left: not now (three nodes: it may fit ever)."""
     anti = {
         "affinity": {
             "podAntiAffinity": {
@@ -138,9 +140,32 @@ def test_anti_affinity_one_rank_per_node_counts_now() -> None:
             }
         }
     }
-    found = report(node("a", 16), rank(0, on="a", **anti), rank(1, **anti))
-    (job,) = found.jobs
-    assert job.fit == "never"  # one node of 16: two ranks each on its own node never fit
+    others = []
+    for name, on, gpus in (("other-b", "b", 8), ("other-c", "c", 16)):
+        other = rank(8, on=on, gpus=gpus, labels={"app": "other"})
+        other["metadata"]["name"] = other["metadata"]["uid"] = name
+        others.append(other)
+    nodes = [node("a", 16), node("b", 16), node("c", 16)]
+    plain = report(*nodes, *others, rank(0, on="a"), rank(1), rank(2))
+    assert [j.fit for j in plain.jobs] == ["fits-now"]
+    spread = report(
+        *nodes, *others, *(rank(i, on="a" if i == 0 else None, **anti) for i in range(3))
+    )
+    (job,) = spread.jobs
+    assert job.fit == "not-now"
+    assert job.verdict.startswith(
+        "2 of 3 ranks wait. The job does not fit at once now: role worker has 2 waiting ranks "
+        "of 8 nvidia.com/gpu and the nodes it may use have room for 1 now."
+    )
+    assert [(f.about, f.value) for f in job.facts if f.name == "room now"] == [
+        ("node b", "1 rank of 8 nvidia.com/gpu")
+    ]
+
+
+def test_a_hostile_owner_reference_list_names_the_job_by_its_labels() -> None:
+    meta = {"namespace": "ml", "labels": dict(TORCH), "ownerReferences": 5}
+    member = member_of(meta, {}, known=identities(shipped().custom_kinds))
+    assert member is not None and member.job == "job ml/train"
 
 
 @pytest.mark.parametrize(

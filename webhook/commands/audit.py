@@ -21,10 +21,10 @@ from typing import Any, Literal
 from webhook.checks import distributed
 from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.engine.evaluation import Finding, evaluate, problem
-from webhook.core.engine.policy import PolicySet
+from webhook.core.engine.policy import Policy, PolicySet
 from webhook.core.engine.subject import Subject, subject_of
 from webhook.core.jobs.members import Identity, identities, member_of
-from webhook.core.jobs.running import RULE, RunningRank, by_job, nics_of, running_ranks_differ
+from webhook.core.jobs.running import RULE, RunningRank, nics_of, running_ranks_differ
 from webhook.core.kit.dicts import api_group, as_dict, as_list
 from webhook.core.kit.paths import Path
 from webhook.core.supply.inventory import Inventory
@@ -174,8 +174,9 @@ class Auditor:
         if not is_pod and meta.get("uid"):
             ref = _ref(meta, api_version, kind, namespace)
             self._owners[ref.uid] = _Owner(ref, owner, location)
-        if is_pod and self._jobs is not None and meta.get("labels") is not None:
-            self._rank(obj, meta, namespace, owner, location)
+        jobs = self._jobs
+        if is_pod and jobs is not None and meta.get("labels") is not None:
+            self._rank(jobs, obj, meta, namespace, owner, location)
         if findings is None:
             return
         if is_pod and not findings:  # the common case, kept cheap: only counted
@@ -187,6 +188,7 @@ class Auditor:
 
     def _rank(
         self,
+        jobs: _RunningJobs,
         obj: Mapping[str, Any],
         meta: Mapping[str, Any],
         namespace: str,
@@ -194,20 +196,21 @@ class Auditor:
         location: str,
     ) -> None:
         """A running rank of a job, kept to compare with the job's other ranks."""
-        assert self._jobs is not None
         spec = as_dict(obj.get("spec"))
         node = spec.get("nodeName")
         if not isinstance(node, str) or as_dict(obj.get("status")).get("phase") in _ENDED:
             return
-        member = member_of(meta, spec, known=self._jobs.known)
+        if not jobs.policy.matches_object("Pod", namespace):
+            return  # a namespace the policy leaves out (kube-system, the GPU operator's)
+        member = member_of(meta, spec, known=jobs.known)
         if member is None:
             return
-        is_gpu = self._jobs.params.reading.gpus.is_gpu
+        is_gpu = jobs.params.reading.gpus.is_gpu
         gpus = tuple(sorted((r, n) for r, n in pod_requests(spec).items() if n and is_gpu(r)))
         if not gpus:
             return
         view = PodView(spec, ("spec",), {}, as_dict(meta.get("annotations")), ("metadata",))
-        nics = nics_of(view, self._jobs.params.reading)
+        nics = nics_of(view, jobs.params.reading)
         rank = RunningRank(member, f"{namespace}/{meta.get('name')}", node, gpus, nics)
         self._ranks.append(_Rank(rank, _ref(meta, "v1", "Pod", namespace), owner, location))
 
@@ -347,8 +350,7 @@ class _RunningJobs:
     """The gpu-distributed policy's view of running jobs: which Pods are ranks of one job
     (the WorkloadKinds' Pod labels) and how ranks are read."""
 
-    policy: str
-    action: Any
+    policy: Policy
     params: distributed.Params
     known: tuple[Identity, ...]
 
@@ -356,12 +358,13 @@ class _RunningJobs:
     def of(cls, policy_set: PolicySet) -> _RunningJobs | None:
         for p in policy_set.policies:
             if isinstance(p.params, distributed.Params):
-                return cls(p.name, p.action, p.params, identities(policy_set.custom_kinds))
+                return cls(p, p.params, identities(policy_set.custom_kinds))
         return None
 
     def entries(
         self, ranks: list[_Rank], inventory: Inventory, folding: _Folding
     ) -> Iterable[AuditEntry]:
+        """One `ranks-differ` per job whose running ranks differ, under its top owner."""
         labels = {n.name: n.labels for n in inventory.nodes} if ranks else {}
         keys = self.params.product_labels
 
@@ -369,14 +372,15 @@ class _RunningJobs:
             found = labels.get(node, {})
             return next((found[k] for k in keys if k in found), "")
 
-        where = {id(r.rank): r for r in ranks}
-        for group in by_job([r.rank for r in ranks]).values():
-            message = running_ranks_differ(group, product=product)
+        jobs: dict[tuple[str, ...], list[_Rank]] = {}
+        for r in ranks:
+            jobs.setdefault(r.rank.member.key, []).append(r)
+        for group in jobs.values():
+            message = running_ranks_differ([r.rank for r in group], product=product)
             if message is None:
                 continue
-            first = where[id(group[0])]
-            top = folding.top(first.owner)
-            finding = Finding(self.policy, RULE, self.action, message, ())
+            first, top = group[0], folding.top(group[0].owner)
+            finding = Finding(self.policy.name, RULE, self.policy.action, message, ())
             resource = top.ref if top is not None else first.ref
             yield AuditEntry(resource, finding, top.location if top else first.location, len(group))
 

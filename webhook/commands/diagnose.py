@@ -42,7 +42,7 @@ from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record, 
 from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.dra.model import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.engine.policy import PolicySet
-from webhook.core.jobs.members import Identity, identities, member_of
+from webhook.core.jobs.members import Identity, Member, identities, member_of
 from webhook.core.jobs.model import Reading
 from webhook.core.jobs.running import nics_of
 from webhook.core.kit.dicts import as_dict, str_map
@@ -226,13 +226,12 @@ class Diagnoser:
         if member is None:
             return
         job = self._job(member)
-        known = member.role in job.roles
-        view = None if known else _view(meta, spec)
+        view = _view(meta, spec)
         job.count(member.role, view)
-        nics = nics_of(view or _view(meta, spec), self.jobs.reading)
+        nics = nics_of(view, self.jobs.reading)
         job.placed.append(Placed(holder.pod, node, holder.amounts, nics, member))
 
-    def _job(self, member: Any) -> JobPods:
+    def _job(self, member: Member) -> JobPods:
         job = self._jobs.get(member.key)
         if job is None:
             job = self._jobs[member.key] = JobPods(member)

@@ -40,18 +40,19 @@ class RoleRoom:
 def never_fits(
     roles: Mapping[str, tuple[PodView, int]],
     *,
-    kind: str,
     cluster: ClusterFacts,
     profile: ClusterProfile,
     gpus: GpuResources,
 ) -> Infeasible | None:
     """The admission check's gang proof on the job's roles (a role: one Pod of it and
-    how many Pods it has)."""
+    how many Pods it has). The Pods carry their templates' constraints (selectors,
+    affinity, Kueue's topology annotations), not the kind's own fields: the workload is
+    of no kind."""
     views = [Role(name, pod, count, ()) for name, (pod, count) in roles.items()]
     if not views:
         return None
     obj = {"metadata": {"labels": dict(views[0].pod.labels)}}
-    workload = WorkloadView(obj, kind, "", tuple(views), [r.pod for r in views])
+    workload = WorkloadView(obj, "", "", tuple(views), [r.pod for r in views])
     return gang_never_fits(
         workload, inventory=cluster.inventory, profile=profile, is_gpu=gpus.is_gpu
     )

@@ -121,13 +121,7 @@ def job_record(
     for p in job.placed:
         for resource, n in p.gpus:
             held[resource] = held.get(resource, 0) + n
-    never = never_fits(
-        job.roles,
-        kind=member.job.split(" ", 1)[0],
-        cluster=cluster,
-        profile=profile,
-        gpus=reading.gpus,
-    )
+    never = never_fits(job.roles, cluster=cluster, profile=profile, gpus=reading.gpus)
     rooms = _rooms(job, cluster)
     stuck_alone = [p.ref for p in waiting if records[p.ref].stuck]
     if never is not None:

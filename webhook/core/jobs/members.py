@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.core.jobs.model import PODGROUP_ANNOTATIONS, PODGROUP_LABELS
-from webhook.core.kit.dicts import as_dict
+from webhook.core.kit.dicts import as_dict, as_list
 from webhook.core.workloads.shapes import KindShape, PodLabels
 
 # Kueue's plain-Pod groups: the Pods of one group are admitted as one Workload
@@ -144,8 +144,7 @@ def _shown(identity: Identity, namespace: str, values: list[str], meta: Mapping[
     """`PyTorchJob ml/train`: the controller's kind where it is the job (a training
     operator's Pod), else the identity's name with the label values."""
     name = "-".join(values)
-    for ref in meta.get("ownerReferences") or ():
-        ref = as_dict(ref)
+    for ref in map(as_dict, as_list(meta.get("ownerReferences"))):
         if ref.get("controller") is True and ref.get("name") == values[0]:
             return f"{ref.get('kind')} {namespace}/{name}"
     if len(values) > 1:  # a LeaderWorkerSet's group: `LeaderWorkerSet ml/vllm group 0`

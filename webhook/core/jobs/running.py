@@ -10,7 +10,7 @@ or hangs in ncclCommInitRank. The audit reports it under the same rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from webhook.core.jobs.members import Member
@@ -74,13 +74,6 @@ def _who(group: Sequence[RunningRank]) -> str:
     names = [r.member.rank or r.pod.split("/", 1)[1] for r in group]
     nodes = sorted({r.node for r in group})
     return f"{listing(names, 3)} (node{'s' if len(nodes) > 1 else ''} {listing(nodes, 3)})"
-
-
-def by_job(ranks: Sequence[RunningRank]) -> Mapping[tuple[str, ...], list[RunningRank]]:
-    jobs: dict[tuple[str, ...], list[RunningRank]] = {}
-    for r in ranks:
-        jobs.setdefault(r.member.key, []).append(r)
-    return jobs
 
 
 def nics_of(view: PodView | None, reading: Reading) -> tuple[str, ...]:
