@@ -21,6 +21,11 @@ class ReviewError(GpuAdmissionError):
     """A request is not a valid AdmissionReview (HTTP 400, never a deny)."""
 
 
+class UnreadableObject(GpuAdmissionError):
+    """A field of the object judged that a check must read is malformed (a quota that is
+    no quantity, an API version nobody serves): invalid input (HTTP 400, exit 2)."""
+
+
 class EvaluationError(GpuAdmissionError):
     """A check raised while judging an object: an internal fault (HTTP 500, exit 2)."""
 

@@ -185,8 +185,13 @@ def test_each_example_yields_exactly_what_it_says(runs: Any, path: Path) -> None
 
 
 def test_examples_cover_every_rule_of_every_check() -> None:
-    # The DRA rules need a DRA cluster: examples/dra (tests/core/test_dra.py runs them).
-    files = [*EXAMPLE_FILES, *sorted((EXAMPLES / "dra").rglob("*.yaml"))]
+    # The DRA rules need a DRA cluster: examples/dra (tests/core/test_dra.py runs them);
+    # the queue rules a queued one: examples/queues (tests/checks/test_queues.py).
+    files = [
+        *EXAMPLE_FILES,
+        *sorted((EXAMPLES / "dra").rglob("*.yaml")),
+        *sorted((EXAMPLES / "queues").rglob("*.yaml")),
+    ]
     expected = {e.split("/")[1] for p in files for e in expected_findings(p)}
     assert expected == {rule for check in registry().values() for rule in check.rules}
 

@@ -22,7 +22,7 @@ from webhook.commands.checkdump import MIN_BYTES
 INVENTORY = ROOT / "examples" / "cluster" / "nodes.json"
 
 
-def dra_objects() -> list[dict[str, Any]]:
+def supply_objects() -> list[dict[str, Any]]:
     """A claim template, a Pod that uses it and one that names a missing one."""
     template = {
         "apiVersion": "resource.k8s.io/v1",
@@ -44,7 +44,7 @@ def dump_items() -> list[dict[str, Any]]:
     typo = pod("typo", gpus=1, labels=GPU_LABELS)
     typo["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpux": "1"}}
     items = [audit_bench.pod(i) for i in range(560)]
-    items[300:300] = [*deployment_family("t", pods=2, privileged=True), typo, *dra_objects()]
+    items[300:300] = [*deployment_family("t", pods=2, privileged=True), typo, *supply_objects()]
     return items
 
 

@@ -13,9 +13,9 @@ import pytest
 from tests.support.clirun import gpu_admission
 from webhook.commands.diagnose import Diagnoser, diagnosis_rules
 from webhook.core.diagnosis.evidence import Evidence
-from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.diagnosis.scheduler import parse_message
-from webhook.core.diagnosis.units import shown
+from webhook.core.workloads.podrequests import pod_requests
+from webhook.core.workloads.units import shown
 
 Obj = dict[str, Any]
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)

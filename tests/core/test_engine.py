@@ -299,6 +299,8 @@ def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
         ("memory-fit", "exceeds-device-memory"),
         ("memory-fit", "unknown-device-memory"),
         ("slo-class", "sharing-mode-not-accepted"),
+        ("queues", "mig-not-covered"),
+        ("queues", "flavor-matches-no-node"),
         *(
             ("dra-claims", rule)
             for rule in (

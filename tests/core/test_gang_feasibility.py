@@ -9,7 +9,8 @@ import pytest
 
 from tests.support.builders import GPU_TAINT, TOLERATE_GPU, node, shipped
 from tests.support.paths import ROOT
-from webhook.core.jobs.feasibility import FIXED_DOMAINS, gang_never_fits, selects
+from webhook.core.jobs.feasibility import FIXED_DOMAINS, gang_never_fits
+from webhook.core.kit.selectors import selects
 from webhook.core.supply.inventory import Inventory
 from webhook.core.supply.profiles import GENERIC
 from webhook.core.workloads.targets import workload_of

@@ -133,9 +133,13 @@ def test_server_rbac_is_read_only_nodes() -> None:
     ]
     role = one(objs, "ClusterRole", "gpu-admission")
     dra = ["deviceclasses", "resourceslices", "resourceclaims", "resourceclaimtemplates"]
+    kueue = ["resourceflavors", "clusterqueues", "cohorts", "localqueues"]
+    read = ["get", "list", "watch"]
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["resource.k8s.io"], "resources": dra, "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": read},
+        {"apiGroups": ["resource.k8s.io"], "resources": dra, "verbs": read},
+        {"apiGroups": [""], "resources": ["namespaces", "resourcequotas"], "verbs": read},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": kueue, "verbs": read},
     ]
     binding = one(objs, "ClusterRoleBinding", "gpu-admission")
     assert binding["roleRef"]["name"] == "gpu-admission"
@@ -258,8 +262,12 @@ def test_webhook_common_fields(webhooks: list[Obj]) -> None:
         assert webhook["sideEffects"] == "None"
         assert webhook["admissionReviewVersions"] == ["v1"]
         assert webhook["timeoutSeconds"] == 3
-        # Pods sent only for what their image may set: an outage must not stop them.
-        ignore = webhook["name"] == "pods-on-gpu-nodes.gpu-admission.io"
+        # Pods sent only for what their image may set, and queue objects, whose rules only
+        # warn: an outage must not stop them.
+        ignore = webhook["name"] in (
+            "pods-on-gpu-nodes.gpu-admission.io",
+            "queues.gpu-admission.io",
+        )
         assert webhook["failurePolicy"] == ("Ignore" if ignore else "Fail")
         assert webhook["clientConfig"] == {
             "service": {
@@ -325,6 +333,9 @@ def test_webhook_rules(webhooks: list[Obj]) -> None:
         ],
     ]
     expected |= {("custom-resources.gpu-admission.io", g, r, op) for g, r in custom for op in cu}
+    queues = [("kueue.x-k8s.io", r) for r in ("resourceflavors", "clusterqueues", "cohorts")]
+    queues += [("kueue.x-k8s.io", "localqueues"), ("", "resourcequotas")]
+    expected |= {("queues.gpu-admission.io", g, r, op) for g, r in queues for op in cu}
     assert covered == expected
 
 

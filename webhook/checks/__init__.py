@@ -16,6 +16,7 @@ def registry() -> dict[str, Check]:
         dra_claims,
         dra_guardrails,
         memory_fit,
+        queues,
         resource_names,
         slo_class,
     )
@@ -28,5 +29,6 @@ def registry() -> dict[str, Check]:
         dra_claims,
         dra_guardrails,
         distributed,
+        queues,
     )
     return {m.CHECK.name: m.CHECK for m in modules}

@@ -159,7 +159,7 @@ def check(
     """
     from webhook.commands.parallel import check_files
     from webhook.reports.check import render_json, render_text
-    from webhook.sources.files import read_inventory
+    from webhook.sources.files import read_inventory, unreadable_notes
 
     try:
         policy_set = load_policies(policies_dir, cluster_profile=cluster_profile)
@@ -170,6 +170,8 @@ def check(
     except InputError as exc:
         _report_failure(exc.message, output=output, source=inventory or policies_dir)
         raise
+    for note in unreadable_notes(inv):
+        click.echo(f"warning: {note}", err=True)
     run = check_files(paths, policy_set=policy_set, inventory=inv)  # large inputs: all CPUs
     if output == "json":
         click.echo(render_json(run))

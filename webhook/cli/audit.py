@@ -24,7 +24,7 @@ from webhook.core.engine.policy import PolicySet
 from webhook.core.supply.inventory import Inventory
 from webhook.errors import GpuAdmissionError
 from webhook.sources.dumps import Sourced
-from webhook.sources.files import read_inventory
+from webhook.sources.files import read_inventory, unreadable_notes
 
 
 @click.command()
@@ -125,7 +125,7 @@ def _run(
     notes: list[str] = []
     errors: list[str] = []
     if from_files:
-        inv = _file_inventory(inventory_file)
+        inv = _file_inventory(inventory_file, notes)
         if inventory_file is None:
             notes.append("no --inventory: node-dependent rules judged from resource names only")
         auditor = Auditor(policy_set, inv, errors=errors, notes=notes)
@@ -156,11 +156,13 @@ def _run(
     return auditor.report()
 
 
-def _file_inventory(name: str | None) -> Inventory:
+def _file_inventory(name: str | None, notes: list[str]) -> Inventory:
     try:
-        return read_inventory(name)
+        inventory = read_inventory(name)
     except GpuAdmissionError as exc:
         raise InputError(f"inventory did not load: {exc}") from None
+    notes += unreadable_notes(inventory)
+    return inventory
 
 
 def _live(
@@ -185,7 +187,7 @@ def _live(
         raise InputError(f"{exc} (or audit a dump: --from FILE)") from None
     try:
         if inventory_file is not None:
-            inv = _file_inventory(inventory_file)
+            inv = _file_inventory(inventory_file, notes)
         else:
             progress.stage("nodes")
             inv = cluster_inventory(client, page_size=page_size, notes=notes)

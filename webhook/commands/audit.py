@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from webhook.checks import distributed
-from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.engine.evaluation import Finding, evaluate, problem
 from webhook.core.engine.policy import Policy, PolicySet
 from webhook.core.engine.subject import Subject, subject_of
@@ -30,6 +29,7 @@ from webhook.core.kit.paths import Path
 from webhook.core.supply.inventory import Inventory
 from webhook.core.workloads.identity import namespace_of, shown_name
 from webhook.core.workloads.kinds import BUILTIN_TEMPLATES
+from webhook.core.workloads.podrequests import pod_requests
 from webhook.core.workloads.pods import PodView
 
 FailOn = Literal["deny", "warn", "never"]

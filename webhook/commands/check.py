@@ -13,9 +13,10 @@ from webhook.core.engine.evaluation import Finding, evaluate, problem
 from webhook.core.engine.policy import PolicySet
 from webhook.core.engine.subject import DEFAULT_NAMESPACE, subject_of
 from webhook.core.kit.paths import Path
+from webhook.core.queues.model import KUEUE_GROUP, is_queue_object
 from webhook.core.supply.inventory import Inventory
 from webhook.core.workloads.identity import namespace_of
-from webhook.errors import ManifestError
+from webhook.errors import InventoryError, ManifestError
 from webhook.sources.files import SourceObject, expand_paths, iter_objects, read_text
 from webhook.sources.yamlsource import Document
 
@@ -43,8 +44,8 @@ def check_paths(
     run = CheckRun()
     names = list(paths) if expanded else list(expand_paths(paths))
     stdin = read_text("-") if "-" in names else None
-    if input_dra and policy_set.reads_dra_supply:  # what a check reads (engine.reads)
-        inventory = with_dra_of_files(inventory, names, stdin=stdin)
+    if input_dra and policy_set.reads_input_supply:  # what a check reads (engine.reads)
+        inventory = with_supply_of_files(inventory, names, stdin=stdin)
     for name in names:
         run.files += 1
         parts = _dump_parts(name, workers=dump_workers)
@@ -107,18 +108,19 @@ def empty_inputs(
     ]
 
 
-def with_dra_of_files(
+def with_supply_of_files(
     inventory: Inventory, names: Sequence[str], *, stdin: bytes | None = None
 ) -> Inventory:
-    """The DRA objects of any of these files joined to the inventory, before any file is
-    judged: a claim template in one file (or one part of a parallel check) resolves for a
-    Pod in another."""
-    return with_dra_objects(inventory, dra_objects(names, stdin=stdin))
+    """The DRA and queue objects of any of these files joined to the inventory, before any
+    file is judged: a claim template or a LocalQueue in one file (or one part of a
+    parallel check) resolves for a Pod or a job in another."""
+    return with_supply_objects(inventory, supply_objects(names, stdin=stdin))
 
 
-def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Mapping[str, Any]]:
-    """The DRA objects of these files, in their order. Only files that name the DRA group
-    are parsed; a big JSON dump one item at a time, keeping only the DRA objects."""
+def supply_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Mapping[str, Any]]:
+    """The DRA and queue objects of these files, in their order. Only files that name the
+    DRA group, Kueue's group or a ResourceQuota are parsed; a big JSON dump one item at a
+    time, keeping only those objects."""
     found: list[Mapping[str, Any]] = []
     for name in names:
         try:
@@ -127,7 +129,7 @@ def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Map
                 from webhook.commands.checkdump import dump_objects, file_holds
 
                 holds = any(file_holds(name, needle) for needle in _NEEDLES)
-                streamed = dump_objects(parts, keep=_is_dra) if holds else []
+                streamed = dump_objects(parts, keep=_is_supply) if holds else []
                 if streamed is not None:
                     found += streamed
                     continue
@@ -136,7 +138,7 @@ def dra_objects(names: Sequence[str], *, stdin: bytes | None = None) -> list[Map
                 found += [  # all or nothing: a file that breaks off adds none
                     item.obj
                     for item in iter_objects(name, data)
-                    if isinstance(item, SourceObject) and _is_dra(item.obj)
+                    if isinstance(item, SourceObject) and _is_supply(item.obj)
                 ]
         except ManifestError:
             continue  # reported by the part that holds the file
@@ -161,28 +163,43 @@ def _check_dump(
     return check_dump(parts, policy_set=policy_set, inventory=inventory)
 
 
-# A DRA object names its group; a Namespace (whose admin-access label says whether its
-# claims may set adminAccess) its kind.
-_NEEDLES = (DRA_GROUP.encode(), b"Namespace")
+# A DRA or Kueue object names its group; a Namespace (whose labels say whether its claims
+# may set adminAccess, and which tenant it is) and a ResourceQuota their kind.
+_NEEDLES = (DRA_GROUP.encode(), b"Namespace", KUEUE_GROUP.encode(), b"ResourceQuota")
 
 
-def _is_dra(obj: Mapping[str, Any]) -> bool:
+def _is_supply(obj: Mapping[str, Any]) -> bool:
     kind = obj.get("kind")
     if kind == "Namespace":
         return obj.get("apiVersion") == "v1"
+    if is_queue_object(obj):
+        return True
     return kind in DRA_KINDS and str(obj.get("apiVersion", "")).startswith(DRA_GROUP + "/")
 
 
-def with_dra_objects(inventory: Inventory, found: Sequence[Mapping[str, Any]]) -> Inventory:
+def with_supply_objects(inventory: Inventory, found: Sequence[Mapping[str, Any]]) -> Inventory:
+    """The input's DRA and queue objects joined to the inventory. A namespaced one
+    without a namespace is in `default`, where kubectl would create it. A queue object
+    that cannot be read joins as unreadable: judged as a target it is invalid, and a job
+    it would judge says it could not be judged."""
     if not found:
         return inventory
-    supply = inventory.dra
+    supply, queues = inventory.dra, inventory.queues
     for obj in found:
-        if obj.get("kind") in CLAIM_KINDS and not namespace_of(obj):
+        if obj.get("kind") in NAMESPACED and not namespace_of(obj):
             meta = {**dict(obj.get("metadata") or {}), "namespace": DEFAULT_NAMESPACE}
             obj = {**obj, "metadata": meta}
-        supply = supply.with_object(obj)
-    return inventory.with_dra(supply)
+        if is_queue_object(obj):
+            try:
+                queues = queues.with_object(obj)
+            except InventoryError as exc:
+                queues = queues.with_unreadable(obj, str(exc))
+        else:
+            supply = supply.with_object(obj)
+    return inventory.with_dra(supply).with_queues(queues)
+
+
+NAMESPACED = frozenset(CLAIM_KINDS | {"LocalQueue", "ResourceQuota"})
 
 
 class Placed(Protocol):

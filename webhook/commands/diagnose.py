@@ -39,7 +39,6 @@ from webhook.core.diagnosis.facts import (
     scheduler_event,
 )
 from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record, rank_domain
-from webhook.core.diagnosis.requests import pod_requests
 from webhook.core.dra.model import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.engine.policy import PolicySet
 from webhook.core.jobs.members import Identity, Member, identities, member_of
@@ -47,6 +46,7 @@ from webhook.core.jobs.model import Reading
 from webhook.core.jobs.running import nics_of
 from webhook.core.kit.dicts import as_dict, str_map
 from webhook.core.supply.profiles import GENERIC, ClusterProfile
+from webhook.core.workloads.podrequests import pod_requests
 from webhook.core.workloads.pods import PodView
 from webhook.errors import InventoryError
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from webhook.commands.check import (
     CheckRun,
     check_paths,
-    dra_objects,
     empty_inputs,
     merged_in_order,
-    with_dra_objects,
+    supply_objects,
+    with_supply_objects,
 )
 from webhook.core.engine.policy import PolicySet
 from webhook.core.supply.inventory import Inventory
@@ -77,9 +77,10 @@ def _in_parts(
     files: list[str], *, policy_set: PolicySet, inventory: Inventory, workers: int
 ) -> CheckRun:
     runs = _chunks(files, workers * _RUNS_PER_WORKER)
-    found = _dra_in_parts(runs, workers) if len(files) >= DRA_POOL_FILES else dra_objects(files)
+    pooled = len(files) >= DRA_POOL_FILES
+    found = _supply_in_parts(runs, workers) if pooled else supply_objects(files)
     global _shared
-    _shared = (policy_set, with_dra_objects(inventory, found))  # references across parts
+    _shared = (policy_set, with_supply_objects(inventory, found))  # references across parts
     try:
         with _fork_pool(workers) as pool:
             return merged_in_order(pool.map(_check_chunk, runs, chunksize=1))
@@ -87,11 +88,11 @@ def _in_parts(
         _shared = None
 
 
-def _dra_in_parts(runs: list[list[str]], workers: int) -> list[Mapping[str, Any]]:
+def _supply_in_parts(runs: list[list[str]], workers: int) -> list[Mapping[str, Any]]:
     """The pre-pass for DRA objects (reading every file) on all CPUs too: a pool of its
     own, since the judging pool must inherit the inventory the pre-pass completes."""
     with _fork_pool(workers) as pool:
-        return [obj for part in pool.map(dra_objects, runs, chunksize=1) for obj in part]
+        return [obj for part in pool.map(supply_objects, runs, chunksize=1) for obj in part]
 
 
 def _can_fork() -> bool:

@@ -106,6 +106,16 @@ RESOURCE_CLAIM_TEMPLATES = ResourceRef(
 DRA_RESOURCES = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS)
 # Judged by gpu-dra-guardrails (the admin-access label) and read into the DRA supply.
 NAMESPACES = ResourceRef("", "v1", "namespaces", "Namespace", namespaced=False)
+# Queues and quotas (gpu-queues): Kueue's objects in its storage version (v0.19: v1beta2),
+# and ResourceQuotas. A cluster without Kueue answers 404: an empty list, no error.
+RESOURCE_QUOTAS = ResourceRef("", "v1", "resourcequotas", "ResourceQuota")
+QUEUE_RESOURCES = (
+    ResourceRef("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False),
+    ResourceRef("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False),
+    ResourceRef("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort", namespaced=False),
+    ResourceRef("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue"),
+    RESOURCE_QUOTAS,
+)
 
 BUILTIN_WORKLOADS: tuple[ResourceRef, ...] = (
     PODS,

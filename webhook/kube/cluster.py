@@ -21,6 +21,7 @@ from webhook.kube.client import (
     DRA_RESOURCES,
     NAMESPACES,
     NODES,
+    QUEUE_RESOURCES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     KubeApiError,
@@ -30,12 +31,18 @@ from webhook.kube.client import (
     list_objects,
 )
 from webhook.sources.dumps import Sourced, Stage, no_stage
-from webhook.sources.files import dra_supply
+from webhook.sources.files import dra_supply, queue_supply, unreadable_notes
 
 # Judged as themselves besides the workloads: DRA claims and templates (gpu-dra-claims,
-# gpu-dra-guardrails) and Namespaces (the admin-access label). A cluster that does not
-# serve resource.k8s.io answers 404: a note.
-SUBJECTS_BESIDE_WORKLOADS = (RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, NAMESPACES)
+# gpu-dra-guardrails), Namespaces (the admin-access label), Kueue's queue objects and
+# ResourceQuotas (gpu-queues). A cluster that does not serve resource.k8s.io or Kueue
+# answers 404: a note.
+SUBJECTS_BESIDE_WORKLOADS = (
+    RESOURCE_CLAIMS,
+    RESOURCE_CLAIM_TEMPLATES,
+    NAMESPACES,
+    *QUEUE_RESOURCES,
+)
 
 
 def workload_resources(
@@ -133,9 +140,24 @@ def cluster_inventory(
         except KubeError as exc:
             if notes is not None:
                 notes.append(f"DRA supply without {resource}: {exc}")
-    if not any(obj.get("kind") != "Namespace" for obj in dra):
-        return inventory  # no DRA object at all: claims are not judged, as before
+    inventory = inventory.with_queues(queue_supply(_queue_objects(client, page_size, notes)))
+    if notes is not None:
+        notes += unreadable_notes(inventory)
     try:
+        # Namespaces' labels join even without DRA: tenants and queues select by them.
         return inventory.with_dra(dra_supply(dra))
     except InventoryError as exc:
         raise InventoryError(f"the cluster's DRA objects: {exc}") from None
+
+
+def _queue_objects(
+    client: k8s.ApiClient, page_size: int, notes: list[str] | None
+) -> Iterator[dict[str, Any]]:
+    """Kueue's queue objects and the ResourceQuotas; a cluster without Kueue lists none
+    (404), and a list that fails is a note: the jobs it would judge are not judged."""
+    for resource in QUEUE_RESOURCES:
+        try:
+            yield from list_objects(client, resource=resource, namespace=None, page_size=page_size)
+        except KubeError as exc:
+            if notes is not None:
+                notes.append(f"queue supply without {resource}: {exc}")

@@ -33,7 +33,7 @@ from webhook.core.supply.profiles import ClusterProfile
 
 # What a check reads besides the object's own fields: no condition can test it, and
 # the object is sent on its other triggers (a claim is sent whatever it holds).
-NOT_TRIGGERS = frozenset({"requester", "names", "dra_supply"})
+NOT_TRIGGERS = frozenset({"requester", "names", "owners", "dra_supply", "queue_supply"})
 
 # Pod-spec triggers by Reads field. Each takes the field's value and the CEL for one
 # container (`c`), and returns the CEL that is true when that container holds it, or ""

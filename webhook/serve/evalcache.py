@@ -134,6 +134,13 @@ def fingerprint(subject: Subject, reads: Reads) -> bytes | None:
         # share an entry; a check that quotes a claim's name declares it, and gets it.
         read = _METADATA_NAMED if reads.names else _METADATA_READ
         trimmed["metadata"] = {k: meta.get(k) for k in read}
+        if reads.owners:  # a Pod its controller made is judged with its owner, not alone
+            owners = meta.get("ownerReferences")
+            trimmed["owners"] = (
+                [(o.get("apiVersion"), o.get("kind")) for o in owners if isinstance(o, dict)]
+                if isinstance(owners, list)
+                else None
+            )
     try:
         return orjson.dumps([subject.namespace, trimmed])
     except TypeError:  # integers past 64 bits and the like: judge without the cache

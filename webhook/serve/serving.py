@@ -88,17 +88,21 @@ async def _every(interval: float, action: Callable[[], object]) -> None:
 
 
 def _start_watches(state: State) -> list[NodeWatcher]:
-    """The Node watch (its last sync is the inventory's age) and one watch per DRA
-    resource; a cluster without resource.k8s.io/v1 gives an empty DRA supply."""
-    from webhook.kube.client import DRA_RESOURCES, api_client
+    """The Node watch (its last sync is the inventory's age), one watch per DRA resource,
+    the Namespaces, and one per queue resource (Kueue's, ResourceQuotas); a cluster
+    without resource.k8s.io/v1 or Kueue gives an empty supply of it."""
+    from webhook.kube.client import DRA_RESOURCES, NAMESPACES, QUEUE_RESOURCES, api_client
 
     client = api_client(context=state.settings.context, kubeconfig=state.settings.kubeconfig)
     nodes = NodeWatcher(client, on_change=state.set_nodes, on_update=state.update_nodes)
     state.last_sync = lambda: nodes.last_sync
     watchers = [nodes]
-    # Ready once the supply a verdict reads is listed (a 404 counts: no DRA here).
+    # Ready once the supply a verdict reads is listed (a 404 counts: no DRA, no Kueue).
     state.dra_pending = {"DeviceClass", "ResourceSlice"}
-    for resource in DRA_RESOURCES:
+    if state.policy_set.reads_queue_supply:
+        state.dra_pending |= {r.kind for r in QUEUE_RESOURCES}
+    # Namespaces' labels: DRA's admin-access label, the tenants and queues they select.
+    for resource in (*DRA_RESOURCES, NAMESPACES):
         kind = resource.kind
         watchers.append(
             NodeWatcher(
@@ -106,6 +110,16 @@ def _start_watches(state: State) -> list[NodeWatcher]:
                 resource=resource,
                 on_change=functools.partial(state.set_dra, kind),
                 on_update=functools.partial(state.update_dra, kind),
+            )
+        )
+    for resource in QUEUE_RESOURCES:
+        kind = resource.kind
+        watchers.append(
+            NodeWatcher(
+                client,
+                resource=resource,
+                on_change=functools.partial(state.set_queues, kind),
+                on_update=functools.partial(state.update_queues, kind),
             )
         )
     for watcher in watchers:

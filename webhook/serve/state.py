@@ -19,6 +19,8 @@ from webhook.core.dra.match import warm
 from webhook.core.dra.model import CLAIM_KINDS, ClaimSpec, DraSupply
 from webhook.core.engine.evaluation import StaleAction, Staleness
 from webhook.core.engine.policy import PolicySet
+from webhook.core.queues.supply import TABLES as QUEUE_TABLES
+from webhook.core.queues.supply import QueueSupply
 from webhook.core.supply.inventory import Inventory, Node, parse_node
 from webhook.errors import GpuAdmissionError, InventoryError
 from webhook.serve import metrics
@@ -180,6 +182,35 @@ class State:
                     claims += [claim] if claim is not None else []
             self._swap_dra(dra, claims)
 
+    def set_queues(self, kind: str, objects: Sequence[Mapping[str, Any]]) -> None:
+        """Called by a queue watcher's thread after a (re-)list of `kind` (a Kueue kind or
+        ResourceQuota; none where the cluster does not serve it): that kind's objects
+        become these."""
+        with self._lock:
+            queues = self.inventory.queues
+            given = {_dra_key(o) for o in objects}
+            for namespace, name in _queue_keys(queues, kind):
+                if (namespace, name) not in given:
+                    queues = queues.without(kind, name, namespace)
+            for obj in objects:
+                queues = _put_queue(queues, obj)
+            self.inventory = self.inventory.with_queues(queues)
+            self.dra_pending.discard(kind)
+
+    def update_queues(self, kind: str, changed: Mapping[str, Mapping[str, Any] | None]) -> None:
+        """Called by a queue watcher's thread with the objects one batch of events changed
+        (keyed `name` or `namespace/name`; None: deleted): the cost of those objects. An
+        event that changes nothing a rule reads (status, usage) keeps the same supply."""
+        with self._lock:
+            queues = self.inventory.queues
+            for key, obj in changed.items():
+                if obj is None:
+                    namespace, _, name = key.rpartition("/")
+                    queues = queues.without(kind, name, namespace)
+                else:
+                    queues = _put_queue(queues, obj)
+            self.inventory = self.inventory.with_queues(queues)
+
     def _put_dra(self, dra: DraSupply, kind: str, key: str, obj: Mapping[str, Any]) -> DraSupply:
         where = f"{kind} {key.lstrip('/')}"
         self._unparsable.pop(where, None)
@@ -316,7 +347,26 @@ def _dra_keys(dra: DraSupply, kind: str) -> list[tuple[str, str]]:
         return [("", name) for name in dra.classes]
     if kind == "ResourceSlice":
         return [("", name) for name in dra.slices]
+    if kind == "Namespace":
+        return [("", name) for name in dra.namespaces]
     return [(ns, name) for k, ns, name in dra.claims if k == kind]
+
+
+def _queue_keys(queues: QueueSupply, kind: str) -> list[tuple[str, str]]:
+    """(namespace, name) of every object of `kind` the queue supply holds, readable or not."""
+    table: Mapping[Any, Any] = getattr(queues, QUEUE_TABLES[kind])
+    keys = [k if isinstance(k, tuple) else ("", k) for k in table]
+    return keys + [(ns, name) for k, ns, name in queues.unreadable if k == kind]
+
+
+def _put_queue(queues: QueueSupply, obj: Mapping[str, Any]) -> QueueSupply:
+    """The object read into the supply; one that cannot be read is kept as unreadable (the
+    jobs it would judge say so), never dropped as if it did not exist."""
+    try:
+        return queues.with_object(obj)
+    except InventoryError as exc:
+        log.error("queue object not usable: %s", exc)
+        return queues.with_unreadable(obj, str(exc))
 
 
 def _name(obj: object, index: int) -> str:

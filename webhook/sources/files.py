@@ -12,6 +12,9 @@ from typing import Any
 from webhook.core.dra.model import DRA_KINDS, DraSupply
 from webhook.core.dra.model import EMPTY as NO_DRA
 from webhook.core.kit.paths import Path
+from webhook.core.queues.supply import EMPTY as NO_QUEUES
+from webhook.core.queues.supply import SUPPLY_KINDS as QUEUE_KINDS
+from webhook.core.queues.supply import QueueSupply
 from webhook.core.supply.cloud_offers import DEFAULT_READ, Adapter
 from webhook.core.supply.inventory import Inventory
 from webhook.errors import InventoryError, ManifestError
@@ -115,9 +118,10 @@ def iter_objects(name: str, data: bytes) -> Iterator[SourceObject | Document]:
 
 def read_inventory(name: str | None, *, read: frozenset[Adapter] = DEFAULT_READ) -> Inventory:
     """Nodes as `kubectl get nodes -o json|yaml` writes them, and DRA objects beside them
-    (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, Namespaces:
-    Lists or single objects); a directory: every YAML/JSON file in it. No file: an
-    unknown inventory. `read`: the cluster profile's node-fact adapters."""
+    (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates, Namespaces),
+    Kueue's queue objects and ResourceQuotas (Lists or single objects); a directory:
+    every YAML/JSON file in it. No file: an unknown inventory. `read`: the cluster
+    profile's node-fact adapters."""
     if name is None:
         return Inventory.unknown()
     if FsPath(name).is_dir():
@@ -153,20 +157,45 @@ def _inventory(
     objects: Iterable[Mapping[str, Any]], name: str, read: frozenset[Adapter]
 ) -> Inventory:
     dra: list[Mapping[str, Any]] = []
+    queues: list[Mapping[str, Any]] = []
 
     def nodes() -> Iterator[Mapping[str, Any]]:
         for obj in objects:
             kind = obj.get("kind") if isinstance(obj, Mapping) else None
             if kind in DRA_KINDS:
                 dra.append(obj)
+            elif kind in QUEUE_KINDS:
+                queues.append(obj)
             else:
                 yield obj
 
     try:
         inventory = Inventory.from_nodes(nodes(), read=read)
+        inventory = inventory.with_dra(dra_supply(dra)) if dra else inventory
+        return inventory.with_queues(queue_supply(queues)) if queues else inventory
     except InventoryError as exc:
         raise InventoryError(str(exc) if str(exc).startswith(name) else f"{name}: {exc}") from None
-    return inventory.with_dra(dra_supply(dra)) if dra else inventory
+
+
+def queue_supply(
+    objects: Iterable[Mapping[str, Any]], supply: QueueSupply = NO_QUEUES
+) -> QueueSupply:
+    """Kueue's queue objects and ResourceQuotas added to `supply`, one at a time. One
+    that cannot be read (a version Kueue does not serve, a quota that is no quantity) is
+    kept as unreadable, with why: the jobs it would judge say so (gpu-queues
+    queue-unreadable), and the shells print it (`unreadable_notes`); the rest of the
+    inventory is not lost to it."""
+    for obj in objects:
+        try:
+            supply = supply.with_object(obj)
+        except InventoryError as exc:
+            supply = supply.with_unreadable(obj, str(exc))
+    return supply
+
+
+def unreadable_notes(inventory: Inventory) -> list[str]:
+    """What of the inventory could not be read, one line each, for stderr or a report."""
+    return [f"inventory: {why}" for why in inventory.queues.unreadable.values()]
 
 
 def dra_supply(objects: Iterable[Mapping[str, Any]], supply: DraSupply = NO_DRA) -> DraSupply:

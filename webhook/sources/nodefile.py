@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from webhook.core.dra.model import DRA_KINDS
+from webhook.core.queues.supply import SUPPLY_KINDS as QUEUE_KINDS
 from webhook.core.supply.inventory import nodes_from_document
 from webhook.errors import InventoryError, ManifestError
 from webhook.sources.bounds import TooDeep, loads_json
@@ -65,13 +66,17 @@ def exact_objects(data: bytes, *, source: str) -> list[Mapping[str, Any]]:
         raise InventoryError(str(exc)) from None
     if len(docs) != 1 and not any(_dra_document(d) for d in docs):
         raise InventoryError(f"{source}: expected one List of Nodes, found {len(docs)} documents")
-    # Several documents: DRA objects beside Nodes (a DeviceClass, its ResourceSlices).
+    # Several documents: DRA or queue objects beside Nodes (a DeviceClass, a ClusterQueue).
     return [obj for d in docs for obj in nodes_from_document(d, source=source)]
 
 
 def _dra_document(doc: object) -> bool:
     kind = doc.get("kind") if isinstance(doc, Mapping) else None
-    return isinstance(kind, str) and kind.removesuffix("List") in DRA_KINDS
+    return isinstance(kind, str) and kind.removesuffix("List") in _BESIDE_NODES
+
+
+# Objects an inventory holds beside Nodes: DRA's, Kueue's queues, ResourceQuotas.
+_BESIDE_NODES = DRA_KINDS | QUEUE_KINDS
 
 
 def _items(data: bytes, spans: list[tuple[int, int]]) -> Iterator[Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from webhook.core.diagnosis.cluster import ClusterFacts
 from webhook.core.diagnosis.facts import Holder
-from webhook.core.diagnosis.requests import Want
+from webhook.core.workloads.podrequests import Want
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from webhook.core.diagnosis.cluster import ClusterFacts
 from webhook.core.diagnosis.evidence import Fact
 from webhook.core.diagnosis.facts import NodeFacts, PendingPod
 from webhook.core.diagnosis.placement import Placement
-from webhook.core.diagnosis.units import shown
+from webhook.core.workloads.units import shown
 
 SHOWN_NODES = 3  # nodes a finding lists facts for; the rest are counted
 SHOWN_HOLDERS = 5

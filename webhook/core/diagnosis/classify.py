@@ -23,8 +23,8 @@ from webhook.core.diagnosis.gpunodes import broken_nodes
 from webhook.core.diagnosis.placement import placement
 from webhook.core.diagnosis.room import exceeds, exhausted
 from webhook.core.diagnosis.scheduler import parse_message
-from webhook.core.diagnosis.units import PODS, shown
 from webhook.core.diagnosis.verdicts import excluded, fits, gated, no_gpu, unavailable
+from webhook.core.workloads.units import PODS, shown
 
 
 def diagnose(

@@ -13,9 +13,9 @@ from typing import Any
 
 from webhook.core.diagnosis.drafacts import NO_DRA, DraFacts
 from webhook.core.diagnosis.facts import DaemonPod, Holder, NodeFacts
-from webhook.core.diagnosis.requests import Want
 from webhook.core.kit.idsets import ids_of
 from webhook.core.supply.inventory import Inventory
+from webhook.core.workloads.podrequests import Want
 
 
 class NodeUse:

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.core.access.model import AccessRules, PodAccess, pod_access
-from webhook.core.diagnosis.requests import Want, pod_requests
-from webhook.core.diagnosis.units import amount
 from webhook.core.kit.dicts import as_dict, as_list, str_map
 from webhook.core.supply.inventory import Node, parse_node
+from webhook.core.workloads.podrequests import Want, pod_requests
 from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.units import amount
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 

@@ -18,10 +18,10 @@ from webhook.core.access.gpuresources import GpuResources
 from webhook.core.diagnosis.cluster import ClusterFacts
 from webhook.core.diagnosis.facts import PendingPod
 from webhook.core.diagnosis.placement import placement
-from webhook.core.diagnosis.requests import Want
 from webhook.core.jobs.feasibility import Infeasible, gang_never_fits, one_per_node
 from webhook.core.supply.profiles import ClusterProfile
 from webhook.core.workloads.kinds import Role, WorkloadView
+from webhook.core.workloads.podrequests import Want
 from webhook.core.workloads.pods import PodView
 
 

@@ -22,13 +22,13 @@ from webhook.core.diagnosis.evidence import Domain, Evidence, Fact
 from webhook.core.diagnosis.facts import PendingPod
 from webhook.core.diagnosis.gangroom import RoleRoom, never_fits, room_now
 from webhook.core.diagnosis.placement import placement
-from webhook.core.diagnosis.units import shown
 from webhook.core.jobs.members import Member
 from webhook.core.jobs.model import Reading, pod_gangs
 from webhook.core.jobs.running import nics_of
 from webhook.core.kit.text import listing, plural
 from webhook.core.supply.profiles import ClusterProfile
 from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.units import shown
 
 Fit = Literal["never", "not-now", "ranks-stuck", "fits-now"]
 SHOWN_RANKS = 64  # rows of the rank map; a larger job's rows are counted past it

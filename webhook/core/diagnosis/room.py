@@ -13,10 +13,10 @@ from webhook.core.diagnosis.case import (
     node_fact,
 )
 from webhook.core.diagnosis.evidence import Diagnosis, Fact
-from webhook.core.diagnosis.requests import container_requests
-from webhook.core.diagnosis.units import PODS, shown
 from webhook.core.kit.dicts import as_list
 from webhook.core.kit.text import listing
+from webhook.core.workloads.podrequests import container_requests
+from webhook.core.workloads.units import PODS, shown
 
 
 def exceeds(case: Case, pool: int) -> Diagnosis:

@@ -25,7 +25,7 @@ from webhook.core.supply.gpu_placement import plain_node_names
 from webhook.core.supply.inventory import Inventory
 from webhook.core.workloads.targets import NamespaceView, Target, Targets, targets_of
 from webhook.core.workloads.unjudged import shape_findings, unconfigured
-from webhook.errors import GpuAdmissionError
+from webhook.errors import GpuAdmissionError, UnreadableObject
 
 StaleAction = Literal["deny", "warn", "allow"]
 # The closed set every shell renders: what admission does (allow, warn, deny), that no
@@ -172,6 +172,8 @@ def evaluate(
         try:
             judged = targets.pods if kinds == _PODS else targets.among(kinds)
             _run_policy(policy, judged, context, stale, findings, merged=merged)
+        except UnreadableObject as exc:  # the request's fault: nothing else is said of it
+            return Decision(invalid=str(exc))
         except Exception as exc:  # one broken check must not silence the others
             del findings[start:]  # a partial run says nothing reliable
             errors.append(f"policy {policy.name} (check {policy.check.name}): {_text(exc)}")

@@ -207,6 +207,15 @@ class PolicySet:
     def reads_dra_supply(self) -> bool:
         return any(r.dra_supply for r in self.reads.values())
 
+    @property
+    def reads_queue_supply(self) -> bool:
+        return any(r.queue_supply for r in self.reads.values())
+
+    @property
+    def reads_input_supply(self) -> bool:
+        """A check reads what `check` joins from its own input: DRA or queue objects."""
+        return self.reads_dra_supply or self.reads_queue_supply
+
 
 def compile_match(match: Match) -> Callable[[str, str], bool]:
     """Whether a Match takes an object of this kind in this namespace: kinds in a

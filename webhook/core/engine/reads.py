@@ -7,8 +7,8 @@ not from a list of checks somewhere else:
   pod that holds none of the fields any loaded check reads;
 - the server's evaluation cache (webhook.serve.evalcache) keys an object on what the
   checks can read of it, and never serves from the cache what depends on who asks;
-- the DRA supply is warmed before a claim is judged, and joined from `check`'s own
-  input, only where a check reads it;
+- the DRA supply is warmed before a claim is judged, and it and the queue supply are
+  joined from `check`'s own input, only where a check reads them;
 - the webhook's matchConditions (webhook.kube.match_conditions) send the apiserver's
   requests that hold a trigger, and nothing else.
 
@@ -53,7 +53,9 @@ class Reads:
     # Beyond the target's own fields:
     requester: bool = False  # who asks (userInfo), the object before an UPDATE, the operation
     names: bool = False  # the object's own name (or generateName): findings quote it
+    owners: bool = False  # the kinds of the object's ownerReferences (who made a Pod)
     dra_supply: bool = False  # DeviceClasses, ResourceSlices, claims of the inventory
+    queue_supply: bool = False  # Kueue's queues and the ResourceQuotas of the inventory
 
     def __or__(self, other: Reads) -> Reads:
         merged = {}

@@ -62,6 +62,7 @@ from typing import Any, NamedTuple
 from webhook.core.kit.dicts import as_dict, as_list
 from webhook.core.kit.idsets import as_bits, size
 from webhook.core.kit.paths import Path
+from webhook.core.kit.selectors import selects
 from webhook.core.kit.text import plural, shown
 from webhook.core.kit.violation import Violation
 from webhook.core.supply.inventory import Inventory
@@ -189,32 +190,6 @@ def _own(term: Mapping[str, Any], pod: PodView) -> bool:
     if term.get("mismatchLabelKeys"):
         return False
     return selects(term.get("labelSelector"), pod.labels)
-
-
-def selects(selector: object, labels: Mapping[str, str]) -> bool:
-    """A metav1.LabelSelector against labels (apimachinery LabelSelectorAsSelector: a
-    missing selector picks nothing, an empty one everything; an operator it rejects
-    makes the selector invalid, and then it picks nothing here)."""
-    if not isinstance(selector, Mapping):
-        return False
-    for key, value in as_dict(selector.get("matchLabels")).items():
-        if labels.get(key) != value:
-            return False
-    for expr in map(as_dict, as_list(selector.get("matchExpressions"))):
-        name, op = expr.get("key"), expr.get("operator")
-        values = as_list(expr.get("values"))
-        have = labels.get(name) if isinstance(name, str) else None
-        if op == "In" and not (have is not None and have in values):
-            return False
-        if op == "NotIn" and have is not None and have in values:
-            return False
-        if op == "Exists" and have is None:
-            return False
-        if op == "DoesNotExist" and have is not None:
-            return False
-        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            return False
-    return True
 
 
 # -- how many ranks a set of nodes holds ----------------------------------------------

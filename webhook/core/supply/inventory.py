@@ -18,6 +18,9 @@ from webhook.core.dra.model import DRA_KINDS, DraSupply
 from webhook.core.dra.model import EMPTY as NO_DRA
 from webhook.core.kit.idsets import ids_of
 from webhook.core.kit.memo import Memo
+from webhook.core.queues.supply import EMPTY as NO_QUEUES
+from webhook.core.queues.supply import SUPPLY_KINDS as QUEUE_KINDS
+from webhook.core.queues.supply import QueueSupply
 from webhook.core.supply.cloud_offers import DEFAULT_READ, Adapter
 from webhook.core.supply.nodeindex import NodeIndex
 from webhook.core.supply.nodes import (
@@ -46,18 +49,26 @@ __all__ = [
 ]
 
 _EMPTY = NodeIndex.build(())
-DRA_LISTS = tuple(k + "List" for k in sorted(DRA_KINDS))
+DRA_LISTS = tuple(k + "List" for k in sorted(DRA_KINDS | QUEUE_KINDS))
 
 
 class Inventory:
     """Offers by resource name; `known` is False when no nodes were given at all."""
 
-    __slots__ = ("_memo", "_nodes", "_offers", "_views", "dra", "index", "known")
+    __slots__ = ("_memo", "_nodes", "_offers", "_views", "dra", "index", "known", "queues")
 
-    def __init__(self, index: NodeIndex, *, known: bool = True, dra: DraSupply = NO_DRA) -> None:
+    def __init__(
+        self,
+        index: NodeIndex,
+        *,
+        known: bool = True,
+        dra: DraSupply = NO_DRA,
+        queues: QueueSupply = NO_QUEUES,
+    ) -> None:
         self.index = index
         self.known = known
         self.dra = dra  # DeviceClasses, ResourceSlices, claims (webhook.core.dra.model)
+        self.queues = queues  # Kueue's queues and ResourceQuotas (webhook.core.queues)
         self._memo = Memo()
         self._nodes: tuple[Node, ...] | None = None
         self._offers: _Offers | None = None
@@ -91,7 +102,9 @@ class Inventory:
             if len(self._views) >= 4:  # a policy set or two at a time (diff: base, head)
                 self._views.clear()
             index = NodeIndex.build(self.nodes, read=read)
-            found = self._views[read] = Inventory(index, known=self.known, dra=self.dra)
+            found = self._views[read] = Inventory(
+                index, known=self.known, dra=self.dra, queues=self.queues
+            )
         return found
 
     def with_node(self, obj: Mapping[str, Any]) -> Inventory:
@@ -100,17 +113,23 @@ class Inventory:
 
     def with_parsed(self, node: Node) -> Inventory:
         index = self.index.with_node(node)
-        return self if index is self.index else Inventory(index, dra=self.dra)
+        return self if index is self.index else Inventory(index, dra=self.dra, queues=self.queues)
 
     def without_node(self, name: str) -> Inventory:
         index = self.index.without(name)
-        return self if index is self.index else Inventory(index, dra=self.dra)
+        return self if index is self.index else Inventory(index, dra=self.dra, queues=self.queues)
 
     def with_dra(self, dra: DraSupply) -> Inventory:
         """This inventory with another DRA supply (the same object when it is the same)."""
         if dra is self.dra:
             return self
-        return Inventory(self.index, known=self.known, dra=dra)
+        return Inventory(self.index, known=self.known, dra=dra, queues=self.queues)
+
+    def with_queues(self, queues: QueueSupply) -> Inventory:
+        """This inventory with another queue supply (the same object when it is the same)."""
+        if queues is self.queues:
+            return self
+        return Inventory(self.index, known=self.known, dra=self.dra, queues=queues)
 
     @property
     def node_count(self) -> int:
@@ -144,7 +163,12 @@ class Inventory:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Inventory):
             return NotImplemented
-        return self.known == other.known and self.nodes == other.nodes and self.dra == other.dra
+        return (
+            self.known == other.known
+            and self.nodes == other.nodes
+            and self.dra == other.dra
+            and self.queues == other.queues
+        )
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -189,8 +213,8 @@ def nodes_from_document(data: Any, *, source: str) -> list[Mapping[str, Any]]:
     if not isinstance(data, Mapping):
         raise InventoryError(f"{source}: expected a List of Nodes, got {type(data).__name__}")
     kind = data.get("kind")
-    if kind == "Node" or kind in DRA_KINDS:
-        return [data]  # DRA objects are sorted out by the caller (sources.files)
+    if kind == "Node" or kind in DRA_KINDS or kind in QUEUE_KINDS:
+        return [data]  # DRA and queue objects are sorted out by the caller (sources.files)
     if kind not in ("List", "NodeList", *DRA_LISTS):
         raise InventoryError(
             f"{source}: expected kind List or NodeList (as `kubectl get nodes -o json` writes), "

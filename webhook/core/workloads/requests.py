@@ -11,7 +11,7 @@ ResourceQuota evaluator both call it), kubernetes v1.34:
 - ephemeral containers take nothing.
 
 The policies (webhook.core.workloads.pods: extended resources as exact counts) and
-`diagnose` (webhook.core.diagnosis.requests: every resource, in the scheduler's units,
+`diagnose` (webhook.core.workloads.podrequests: every resource, in the scheduler's units,
 with pod-level requests and overhead after this rule) both come here.
 """
 

@@ -4,7 +4,9 @@
 - `workload`: every pod template of the object with its role and replica count, a
   `WorkloadView` (webhook.core.workloads.kinds);
 - `claim`: a DRA ResourceClaim or ResourceClaimTemplate, a `ClaimView`;
-- `namespace`: a Namespace, a `NamespaceView`.
+- `namespace`: a Namespace, a `NamespaceView`;
+- `queue`: a Kueue queue object (ResourceFlavor, ClusterQueue, LocalQueue, Cohort) or a
+  ResourceQuota, a `QueueView`.
 
 Each check declares the kinds of target it judges (webhook.core.engine.check); the
 engine hands it only those, so a check never sees a kind of object, nor an empty pod
@@ -29,7 +31,7 @@ from webhook.core.workloads.kinds import (
 from webhook.core.workloads.pods import PodView
 from webhook.core.workloads.shapes import KindShape, PodShape
 
-TargetKind = Literal["pod", "workload", "claim", "namespace"]
+TargetKind = Literal["pod", "workload", "claim", "namespace", "queue"]
 TARGET_KINDS: tuple[TargetKind, ...] = get_args(TargetKind)
 # DRA claims (k8s.io/api resource/v1): what `claim` targets are made of.
 CLAIM_GROUP = "resource.k8s.io"
@@ -38,8 +40,14 @@ CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 POD_TARGETS: frozenset[TargetKind] = frozenset({"pod", "workload"})
 CLAIM_TARGETS: frozenset[TargetKind] = frozenset({"claim"})
 NAMESPACE_TARGETS: frozenset[TargetKind] = frozenset({"namespace"})
+QUEUE_TARGETS: frozenset[TargetKind] = frozenset({"queue"})
 NO_TARGETS: frozenset[TargetKind] = frozenset()
-KIND_SETS = (POD_TARGETS, CLAIM_TARGETS, NAMESPACE_TARGETS)
+KIND_SETS = (POD_TARGETS, CLAIM_TARGETS, NAMESPACE_TARGETS, QUEUE_TARGETS)
+# Kueue's queue objects (kubernetes-sigs/kueue apis/kueue) and core/v1 ResourceQuota:
+# what `queue` targets are made of. Any version of Kueue's group makes one (one that
+# Kueue does not serve is judged invalid, not skipped).
+QUEUE_GROUP = "kueue.x-k8s.io"
+QUEUE_KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort")
 _new = tuple.__new__
 
 
@@ -57,7 +65,13 @@ class NamespaceView(NamedTuple):
     labels: Mapping[str, str]
 
 
-Target = PodView | WorkloadView | ClaimView | NamespaceView
+class QueueView(NamedTuple):
+    obj: Mapping[str, Any]
+    kind: str
+    labels: Mapping[str, str]
+
+
+Target = PodView | WorkloadView | ClaimView | NamespaceView | QueueView
 
 
 class Targets(NamedTuple):
@@ -72,6 +86,7 @@ class Targets(NamedTuple):
     workload: WorkloadView | None = None
     claim: ClaimView | None = None
     namespace: NamespaceView | None = None
+    queue: QueueView | None = None
     unmatched: tuple[tuple[KindShape, PodShape], ...] = ()  # configured paths that found nothing
 
     def of(self, kind: TargetKind) -> Sequence[Target]:
@@ -83,6 +98,8 @@ class Targets(NamedTuple):
             else self.claim
             if kind == "claim"
             else self.namespace
+            if kind == "namespace"
+            else self.queue
         )
         return () if found is None else (found,)
 
@@ -110,6 +127,8 @@ def target_kinds(
         return POD_TARGETS if kind == "Pod" else NAMESPACE_TARGETS
     if group == CLAIM_GROUP and kind in CLAIM_KINDS:
         return CLAIM_TARGETS
+    if (group == QUEUE_GROUP and kind in QUEUE_KINDS) or (group == "" and kind == "ResourceQuota"):
+        return QUEUE_TARGETS
     for rule in custom:
         if rule.kind == kind and rule.group == group:
             return POD_TARGETS
@@ -141,7 +160,7 @@ def targets_of(
             for view in pods:
                 view.tolerations_added = True
         whole = builtin(obj, key, pods) if workload else None
-        return _new(Targets, (POD_TARGETS, pods, whole, None, None, ()))  # see _pod_targets
+        return _new(Targets, (POD_TARGETS, pods, whole, None, None, None, ()))  # _pod_targets
     if key[0] == CLAIM_GROUP and key[1] in CLAIM_KINDS:
         labels = str_map(as_dict(obj.get("metadata")).get("labels"))
         return Targets(CLAIM_TARGETS, [], claim=ClaimView(obj, key[1], labels))
@@ -151,6 +170,9 @@ def targets_of(
         labels = str_map(meta.get("labels"))
         view_ns = NamespaceView(obj, name if type(name) is str else "", labels)
         return Targets(NAMESPACE_TARGETS, [], namespace=view_ns)
+    if (key[0] == QUEUE_GROUP and key[1] in QUEUE_KINDS) or key == ("", "ResourceQuota"):
+        labels = str_map(as_dict(obj.get("metadata")).get("labels"))
+        return Targets(QUEUE_TARGETS, [], queue=QueueView(obj, key[1], labels))
     for rule in custom:
         if rule.kind == key[1] and rule.group == key[0]:
             found = configured(obj, rule)
@@ -166,7 +188,7 @@ def _pod_targets(obj: Mapping[str, Any], tolerations_added: bool, workload: bool
     view.tolerations_added = tolerations_added
     whole = WorkloadView(obj, "Pod", "", (Role("", view, 1, ()),), [view]) if workload else None
     # Targets(POD_TARGETS, [view], whole) at a tuple's cost: every admitted Pod makes one.
-    return _new(Targets, (POD_TARGETS, [view], whole, None, None, ()))
+    return _new(Targets, (POD_TARGETS, [view], whole, None, None, None, ()))
 
 
 def workload_of(obj: Mapping[str, Any], *, custom: Sequence[KindShape] = ()) -> WorkloadView | None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
-from webhook.core.diagnosis.units import CPU, MEMORY, PODS, amount
 from webhook.core.workloads.requests import ContainerRole, container_role, effective_requests
+from webhook.core.workloads.units import CPU, MEMORY, PODS, amount
 
 Want = dict[str, int]
 _POD_LEVEL = (CPU, MEMORY)
