@@ -302,6 +302,17 @@ def test_the_checks_say_which_rules_rest_on_the_inventory() -> None:
         ("queues", "mig-not-covered"),
         ("queues", "flavor-matches-no-node"),
         *(
+            ("tenancy", rule)
+            for rule in (
+                "mig-profile-not-allowed",
+                "product-not-allowed",
+                "sharing-not-allowed",
+                "too-much-gpu-memory-per-job",
+                "too-much-gpu-memory-per-pod",
+                "untrusted-on-shared-gpu",
+            )
+        ),
+        *(
             ("dra-claims", rule)
             for rule in (
                 "all-on-mixed-pool",

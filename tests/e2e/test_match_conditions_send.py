@@ -35,6 +35,7 @@ SUITES = ROOT / "policies/tests"
 REFUSED = "failed calling webhook"
 # Resources whose plural is not the kind plus "s" (apiserverhook's default).
 PLURALS = {"ResourceClaim": "resourceclaims", "ResourceClaimTemplate": "resourceclaimtemplates"}
+CLUSTER_SCOPED = frozenset({"Namespace", "ClusterQueue", "ResourceFlavor", "Cohort"})
 
 
 def flagged_cases() -> Iterator[tuple[str, Case]]:
@@ -53,7 +54,8 @@ def hook_case(case_id: str, case: Case) -> Obj:
     obj = dict(case.obj)
     kind = str(obj.get("kind"))
     meta = obj.get("metadata") or {}
-    namespace = "" if kind == "Namespace" else case.namespace or meta.get("namespace") or "default"
+    scoped = kind not in CLUSTER_SCOPED
+    namespace = case.namespace or meta.get("namespace") or "default" if scoped else ""
     out: Obj = {
         "id": case_id,
         "namespace": namespace,

@@ -14,21 +14,30 @@ from tests.support.auditobjects import GPU_LABELS, deployment_family, pod
 from tests.support.clirun import gpu_admission
 from tests.support.fakeapiserver import TOKEN, FakeApiServer
 from tests.support.paths import ROOT
-from webhook.kube.client import BUILTIN_WORKLOADS, DRA_RESOURCES, NAMESPACES, NODES
+from webhook.kube.client import (
+    BUILTIN_WORKLOADS,
+    DRA_RESOURCES,
+    NAMESPACES,
+    NODES,
+    QUEUE_RESOURCES,
+    RESOURCE_QUOTAS,
+)
 
 PYTORCHJOBS = ("kubeflow.org", "v1", "pytorchjobs")
 
 
 def key(kind: str) -> tuple[str, str, str]:
-    ref = next(r for r in (*BUILTIN_WORKLOADS, NODES, NAMESPACES, *DRA_RESOURCES) if r.kind == kind)
+    refs = (*BUILTIN_WORKLOADS, NODES, NAMESPACES, *DRA_RESOURCES, *QUEUE_RESOURCES)
+    ref = next(r for r in refs if r.kind == kind)
     return (ref.group, ref.version, ref.plural)
 
 
 @pytest.fixture
 def api() -> Iterator[FakeApiServer]:
     with FakeApiServer() as server:
-        # Every apiserver serves Namespaces; resource.k8s.io only where a test says so.
-        for ref in (*BUILTIN_WORKLOADS, NODES, NAMESPACES):
+        # Every apiserver serves Namespaces and ResourceQuotas; resource.k8s.io and Kueue
+        # only where a test says so.
+        for ref in (*BUILTIN_WORKLOADS, NODES, NAMESPACES, RESOURCE_QUOTAS):
             server.serve(ref.group, ref.version, ref.plural, ref.kind, namespaced=ref.namespaced)
         nodes = json.loads((ROOT / "examples" / "cluster" / "nodes.json").read_text())["items"]
         server.put_many(key("Node"), nodes)

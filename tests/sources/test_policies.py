@@ -33,8 +33,10 @@ def test_shipped_policies_load() -> None:
         ("gpu-dra-claims", "dra-claims", "deny", ""),
         ("gpu-dra-guardrails", "dra-guardrails", "deny", ""),
         ("gpu-memory-fit", "memory-fit", "deny", ""),
+        ("gpu-queues", "queues", "deny", ""),
         ("gpu-resource-names", "resource-names", "deny", ""),
         ("gpu-slo-class", "slo-class", "deny", ""),
+        ("gpu-tenancy", "tenancy", "deny", ""),  # no tenants until configured
     ]
     for policy in policy_set.policies:
         assert policy.match.kinds == []
@@ -80,8 +82,10 @@ def test_every_check_has_rules_and_is_shipped() -> None:
         "dra-claims",
         "dra-guardrails",
         "memory-fit",
+        "queues",
         "resource-names",
         "slo-class",
+        "tenancy",
     ]
     shipped = {p.check.name for p in load_policy_dir(POLICIES).policies}
     assert shipped == set(checks)
@@ -101,7 +105,7 @@ BROKEN = [
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
             "'gpu-memory'; built-in checks: device-injection, distributed, dra-claims, "
-            "dra-guardrails, memory-fit, resource-names, slo-class"
+            "dra-guardrails, memory-fit, queues, resource-names, slo-class, tenancy"
         ],
     ),
     (
@@ -238,8 +242,8 @@ BROKEN = [
         [
             'document 1 (GPUPolicy "p"), line 7, field spec.check: unknown check '
             "'nope'; built-in checks: device-injection, distributed, dra-claims, dra-guardrails, "
-            "memory-fit, "
-            "resource-names, slo-class",
+            "memory-fit, queues, "
+            "resource-names, slo-class, tenancy",
             "document 2 (line 9), line 13, field spec.enforcementAction: Field required",
         ],
     ),

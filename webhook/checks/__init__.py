@@ -19,6 +19,7 @@ def registry() -> dict[str, Check]:
         queues,
         resource_names,
         slo_class,
+        tenancy,
     )
 
     modules = (
@@ -30,5 +31,6 @@ def registry() -> dict[str, Check]:
         dra_guardrails,
         distributed,
         queues,
+        tenancy,
     )
     return {m.CHECK.name: m.CHECK for m in modules}

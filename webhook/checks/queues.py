@@ -113,7 +113,7 @@ def _job(workload: WorkloadView, context: Context, params: Params) -> Iterator[V
         yield Violation(
             "integration-disabled",
             _label_path(workload),
-            f"{workload.kind} {_name(workload)} names LocalQueue {named!r}, but Kueue's "
+            f"The {workload.kind} names LocalQueue {named!r}, but Kueue's "
             f"{framework} integration is not enabled (it is off by default since Kueue "
             f"v0.19; enabled here: {listing(params.integrations)}): the label is ignored and "
             f"the job runs unqueued. Enable {framework} in Kueue's integrations.frameworks, "
@@ -148,7 +148,7 @@ def _queued(
         yield Violation(
             "no-local-queue",
             path,
-            f"{workload.kind} {_name(workload)} names LocalQueue {named!r}, which does not "
+            f"The {workload.kind} names LocalQueue {named!r}, which does not "
             f"exist in namespace {namespace} ({_queues_here(here)}): Kueue keeps its Workload "
             f'inadmissible ("LocalQueue {named} doesn\'t exist"). Name one of them, or create it.',
         )
@@ -184,7 +184,7 @@ def _unreadable(
     return Violation(
         "queue-unreadable",
         _label_path(workload),
-        f"{workload.kind} {_name(workload)} is queued through {kind} {shown_name}, which "
+        f"The {workload.kind} is queued through {kind} {shown_name}, which "
         f"could not be read ({why}): the job cannot be judged against it. Fix the {kind}.",
     )
 
@@ -225,7 +225,7 @@ def _never(
 ) -> Violation:
     pod_set, resource = unassigned.pod_set, unassigned.resource
     asked = f"{pod_set.count} x {shown(resource, pod_set.requests[resource])}"
-    who = f"{workload.kind} {_name(workload)} (queue {local.namespace}/{local.name})"
+    who = f"The {workload.kind} (queue {local.namespace}/{local.name})"
     words = unassigned.kueue_words()
     if unassigned.group is None:
         covered = sorted({r for g in queue.groups for r in g.covered})
@@ -286,11 +286,11 @@ def _resource_quotas(
             for pod_set in sets:
                 one = pod_set.requests.get(resource, 0)
                 if one > limit:
-                    yield _over(workload, quota, item, resource, limit, pod_set, one, "one Pod")
+                    yield _over(workload, quota, item, resource, limit, pod_set, one, "One Pod")
                     return
             total = sum(s.total(resource) for s in sets)
             if whole and total > limit:
-                yield _over(workload, quota, item, resource, limit, sets[0], total, "the job")
+                yield _over(workload, quota, item, resource, limit, sets[0], total, "All the ranks")
                 return
 
 
@@ -308,11 +308,19 @@ def _over(
         f"exceeded quota: {quota.name}, requested: {item}={shown(resource, asked)}, used: "
         f"{item}=0, limited: {item}={shown(resource, limit)}"
     )
-    ranks = "" if who == "one Pod" else ", and its ranks wait for each other"
+    one = who == "One Pod"
+    ranks = "" if one else ", and its ranks wait for each other"
+    subject = (
+        "The Pod asks"
+        if workload.kind == "Pod"
+        else f"One Pod of the {workload.kind} asks"
+        if one
+        else f"The ranks of the {workload.kind} together ask"
+    )
     return Violation(
         "resource-quota-too-small",
         pod_set.path,
-        f"{workload.kind} {_name(workload)}: {who} asks {shown(resource, asked)} {resource}, "
+        f"{subject} {shown(resource, asked)} {resource}, "
         f"more than ResourceQuota {quota.namespace}/{quota.name} allows ({item}: "
         f"{shown(resource, limit)}) even when nothing else runs: the apiserver refuses the "
         f'Pods beyond it ("{said}"){ranks}. Ask for less, or raise the quota.',
@@ -471,11 +479,6 @@ def _label_path(workload: WorkloadView) -> Path:
     return ("metadata", "labels", QUEUE_LABEL) if QUEUE_LABEL in workload.labels else ("metadata",)
 
 
-def _name(workload: WorkloadView) -> str:
-    meta = as_dict(workload.obj.get("metadata"))
-    return str(meta.get("name") or meta.get("generateName") or "(unnamed)")
-
-
 def _queues_here(names: list[str]) -> str:
     return f"LocalQueues there: {listing(names)}" if names else "it has no LocalQueue"
 
@@ -513,10 +516,11 @@ def _labels_text(labels: Mapping[str, str]) -> str:
 def judges(params: Params) -> Mapping[TargetKind, Reads]:
     """A job is judged for what it requests (extended resources: its GPUs; a queue may
     lack cpu or memory too, but a Pod that asks for no extended resource is no GPU job),
-    with its name (quoted) and its owners (a Pod a controller made is judged with it);
+    and its owners (a Pod a controller made is judged with it; its name is not quoted,
+    so the replicas of one template share the server's cache);
     queue objects whole."""
     return {
-        "workload": Reads(extended_resources=True, queue_supply=True, names=True, owners=True),
+        "workload": Reads(extended_resources=True, queue_supply=True, owners=True),
         "queue": Reads(every_field=True, queue_supply=True, names=True),
     }
 

@@ -20,6 +20,7 @@ from webhook.cli import (
 from webhook.cli.progress import Progress
 from webhook.commands.audit import Auditor, AuditReport, FailOn
 from webhook.commands.auditdump import audit_dumps
+from webhook.commands.check import supply_objects, with_supply_objects
 from webhook.core.engine.policy import PolicySet
 from webhook.core.supply.inventory import Inventory
 from webhook.errors import GpuAdmissionError
@@ -128,6 +129,10 @@ def _run(
         inv = _file_inventory(inventory_file, notes)
         if inventory_file is None:
             notes.append("no --inventory: node-dependent rules judged from resource names only")
+        if policy_set.reads_input_supply:  # the dumps' own queues, claims and Namespaces
+            # (stdin is read once, as it streams: its own are not joined)
+            files = [f for f in from_files if f != "-"]
+            inv = with_supply_objects(inv, supply_objects(files)) if files else inv
         auditor = Auditor(policy_set, inv, errors=errors, notes=notes)
         # Big JSON dumps across all CPUs (webhook.commands.auditdump), the rest here.
         audit_dumps(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from webhook.checks import distributed
+from webhook.commands.usage import Usage, UsageGatherer
 from webhook.core.engine.evaluation import Finding, evaluate, problem
 from webhook.core.engine.policy import Policy, PolicySet
 from webhook.core.engine.subject import Subject, subject_of
@@ -79,6 +80,7 @@ class AuditReport:
     pods_affected: Mapping[ObjectRef, int]  # folded Pods with any finding, per resource
     errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    usage: Usage = field(default_factory=Usage)  # GPU use in GPU units (commands.usage)
 
     def count(self, action: str) -> int:
         return sum(1 for e in self.entries if e.finding.action == action)
@@ -126,6 +128,7 @@ class AuditState:
     passing_pods: dict[tuple[str, str], int]
     errors: list[str]
     ranks: list[_Rank] = field(default_factory=list)
+    usage: tuple[dict[str, Any], dict[str, Any]] = field(default_factory=lambda: ({}, {}))
 
 
 @dataclass
@@ -148,9 +151,11 @@ class Auditor:
     _interned: dict[Finding, Finding] = field(default_factory=dict)
     _ranks: list[_Rank] = field(default_factory=list)
     _jobs: _RunningJobs | None = field(default=None, init=False)
+    _usage: UsageGatherer = field(init=False)
 
     def __post_init__(self) -> None:
         self._jobs = _RunningJobs.of(self.policy_set)
+        self._usage = UsageGatherer(self.inventory)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         self._objects += 1
@@ -174,6 +179,7 @@ class Auditor:
         if not is_pod and meta.get("uid"):
             ref = _ref(meta, api_version, kind, namespace)
             self._owners[ref.uid] = _Owner(ref, owner, location)
+        self._usage.add(obj, namespace)
         jobs = self._jobs
         if is_pod and jobs is not None and meta.get("labels") is not None:
             self._rank(jobs, obj, meta, namespace, owner, location)
@@ -241,6 +247,7 @@ class Auditor:
             self._passing_pods,
             self.errors,
             self._ranks,
+            self._usage.parts(),
         )
 
     def absorb(self, state: AuditState, *, moved: Callable[[str], str]) -> None:
@@ -258,6 +265,7 @@ class Auditor:
             self._passing_pods[key] = self._passing_pods.get(key, 0) + count
         self.errors.extend(moved(e) for e in state.errors)
         self._ranks += [_Rank(r.rank, r.ref, r.owner, moved(r.location)) for r in state.ranks]
+        self._usage.absorb(state.usage)
 
     def report(self) -> AuditReport:
         folding = _Folding(self._owners)
@@ -280,6 +288,7 @@ class Auditor:
             pods_affected=dict(folding.pods_affected),
             errors=tuple(self.errors),
             notes=tuple(self.notes),
+            usage=self._usage.usage(),
         )
 
 

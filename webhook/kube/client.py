@@ -144,6 +144,9 @@ _BUILTIN_GROUPS = frozenset({"", "apps", "batch"})
 # -- credentials ----------------------------------------------------------------------
 
 
+POOL_SIZE = 32
+
+
 def api_client(*, context: str | None = None, kubeconfig: str | None = None) -> k8s.ApiClient:
     """An `ApiClient` for the Pod's service account, or from a kubeconfig.
 
@@ -157,6 +160,9 @@ def api_client(*, context: str | None = None, kubeconfig: str | None = None) -> 
         _load_in_cluster(config, token)
     else:
         _load_kubeconfig(config, kubeconfig, context)
+    # One connection per watch (serve holds a dozen open: Nodes, DRA, Namespaces, queues)
+    # and room for lists beside them; the default is cpu_count * 5.
+    config.connection_pool_maxsize = max(config.connection_pool_maxsize or 0, POOL_SIZE)
     api = k8s.ApiClient(configuration=config)
     api.user_agent = f"gpu-admission/{__version__}"
     return api

@@ -10,8 +10,11 @@ from typing import Any
 import orjson
 
 from webhook.commands.audit import AuditEntry, AuditReport, ObjectRef
+from webhook.commands.usage import Usage
 from webhook.core.kit.paths import format_path
+from webhook.core.kit.quantity import format_mib
 from webhook.core.kit.text import plural
+from webhook.core.supply.gpu_use import GpuUse
 from webhook.reports.style import Style
 
 _COLOURS = {"deny": "red", "warn": "yellow", "dryrun": "cyan"}
@@ -53,10 +56,40 @@ def summary_json(report: AuditReport) -> dict[str, Any]:
     }
 
 
+def usage_json(usage: Usage) -> dict[str, Any]:
+    return {
+        "namespaces": [
+            {
+                "namespace": n.namespace,
+                "pods": n.pods,
+                "gpus": n.use.gpus,
+                "gpuMemoryMiB": n.use.memory_mib,
+                "gpusOfUnknownMemory": n.use.unknown,
+            }
+            for n in usage.namespaces
+        ],
+        "clusterQueues": [
+            {
+                "clusterQueue": q.queue,
+                "flavor": q.flavor,
+                "resource": q.resource,
+                "nominal": q.nominal,
+                "most": q.most,
+                "used": q.used,
+                "borrowed": q.borrowed,
+                "pendingWorkloads": q.pending,
+                "state": q.state,
+            }
+            for q in usage.queues
+        ],
+    }
+
+
 def render_json(report: AuditReport) -> str:
     body = {
         "results": [entry_json(e) for e in report.entries],
         "summary": summary_json(report),
+        "usage": usage_json(report.usage),
         "errors": list(report.errors),
         "notes": list(report.notes),
     }
@@ -70,6 +103,8 @@ def render_text(report: AuditReport, *, colour: bool) -> str:
         lines += [*_by_rule(report.entries, style), ""]
         lines += [*_by_namespace(report.entries, style), ""]
         lines += _findings(report, style)
+    if report.usage:
+        lines += [*usage_lines(report.usage, style), ""]
     for note in report.notes:
         lines.append(f"note: {note}")
     for error in report.errors:
@@ -144,6 +179,32 @@ def _findings(report: AuditReport, style: _Style) -> list[str]:
         lines.append(f"    {style.action(f.action)} {f.policy}/{f.rule}{pods}")
         lines.append(f"           {f.message}")
     return [*lines, ""]
+
+
+def usage_lines(usage: Usage, style: Style) -> list[str]:
+    """GPU use in GPU units: per namespace, then per ClusterQueue against its quota."""
+    lines = [style.bold("GPU use:")]
+    if usage.namespaces:
+        width = max(len(n.namespace) for n in usage.namespaces)
+        for n in usage.namespaces:
+            lines.append(
+                f"  {n.namespace.ljust(width)}  {use_text(n.use)} ({plural(n.pods, 'Pod')})"
+            )
+    for q in usage.queues:
+        lines.append(
+            f"  ClusterQueue {q.queue} {q.resource} in flavor {q.flavor}: {q.used} used of "
+            f"{q.nominal} nominal, {q.most} at most with the cohort; {q.state}"
+        )
+    return lines
+
+
+def use_text(use: GpuUse) -> str:
+    """`6 GPUs, 339.25 GiB (347392 MiB) of GPU memory`, saying what is not known."""
+    text = plural(use.gpus, "GPU")
+    if use.unknown == use.gpus:
+        return text + ", their memory unknown (no inventory of their nodes)"
+    text += f", {format_mib(use.memory_mib)} of GPU memory"
+    return text + (f" (and {use.unknown} of unknown memory)" if use.unknown else "")
 
 
 class _Style(Style):

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from webhook.commands.audit import AuditReport
-from webhook.reports.policyreport import SOURCE, policy_reports
+from webhook.reports.policyreport import MANAGED_BY, REPORT_NAME, SOURCE, policy_reports
+from webhook.reports.usage import usage_results
 from webhook.sources.kubeyaml import KubeResolver
 
 API_VERSION = "openreports.io/v1alpha1"
@@ -34,7 +35,9 @@ class _Dumper(KubeResolver, _Base):  # type: ignore[misc]
 
 
 def open_reports(report: AuditReport, *, timestamp: int) -> list[dict[str, Any]]:
-    """Reports by namespace, then the ClusterReport (when there are cluster-scoped objects)."""
+    """Reports by namespace, then the ClusterReport (when there are cluster-scoped objects);
+    the GPU use of each namespace and ClusterQueue joins its report as a result
+    (webhook.reports.usage)."""
     out = []
     for policy_report in policy_reports(report, timestamp=timestamp):
         out.append(
@@ -47,7 +50,31 @@ def open_reports(report: AuditReport, *, timestamp: int) -> list[dict[str, Any]]
                 "results": policy_report["results"],
             }
         )
+    for namespace, result in usage_results(report.usage, timestamp=timestamp):
+        _report_of(out, namespace)["results"].append(result)
+        _report_of(out, namespace)["summary"][result["result"]] += 1
     return out
+
+
+def _report_of(reports: list[dict[str, Any]], namespace: str) -> dict[str, Any]:
+    """The first report of the namespace ("": the ClusterReport), made when absent."""
+    for r in reports:
+        if r["metadata"].get("namespace", "") == namespace:
+            return r
+    meta: dict[str, Any] = {"name": REPORT_NAME}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(MANAGED_BY)
+    made: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": "Report" if namespace else "ClusterReport",
+        "metadata": meta,
+        "source": SOURCE,
+        "summary": {"pass": 0, "fail": 0, "warn": 0, "error": 0, "skip": 0},
+        "results": [],
+    }
+    reports.append(made)
+    return made
 
 
 def render_openreports(report: AuditReport, *, timestamp: int) -> str:

@@ -112,7 +112,11 @@ class State:
         with self._lock:
             try:
                 read = self.policy_set.profile.node_facts
-                inventory = Inventory.from_parsed(parsed(), read=read).with_dra(self.inventory.dra)
+                inventory = (
+                    Inventory.from_parsed(parsed(), read=read)
+                    .with_dra(self.inventory.dra)
+                    .with_queues(self.inventory.queues)
+                )
             except GpuAdmissionError as exc:
                 self.inventory_error = str(exc)
                 log.error("inventory from the cluster not usable: %s", exc)

@@ -89,11 +89,22 @@ class _Tree:
         subtree = self._cohort_subtree(cohort, 0, set())
         found = self.supply.cohorts.get(cohort)
         parent = found.parent if found is not None else ""
-        if not parent or parent in seen or depth >= MAX_DEPTH:
+        if not parent or depth >= MAX_DEPTH or self._loops(parent, cohort):
             return subtree
         own = _quota(found.groups, self.flavor, self.resource) if found is not None else None
         potential = _guaranteed(subtree, own) + self._potential(parent, depth + 1, seen)
         return _capped(subtree, own, potential)
+
+    def _loops(self, parent: str, start: str) -> bool:
+        """Following parents from `parent` comes back to `start` (a cycle)."""
+        seen: set[str] = set()
+        while parent and parent not in seen and len(seen) < MAX_DEPTH:
+            if parent == start:
+                return True
+            seen.add(parent)
+            found = self.supply.cohorts.get(parent)
+            parent = found.parent if found is not None else ""
+        return False
 
     def _cohort_subtree(self, cohort: str, depth: int, seen: set[str]) -> int:
         done = self._subtree.get(cohort)
