@@ -21,7 +21,7 @@ from webhook.core.access.model import AccessRules
 from webhook.core.diagnosis.classify import agreement, diagnose
 from webhook.core.diagnosis.cluster import ClusterFacts, NodeUse
 from webhook.core.diagnosis.drafacts import DraCollector
-from webhook.core.diagnosis.evidence import DOMAINS, Domain, Evidence
+from webhook.core.diagnosis.evidence import DOMAINS, Domain, Evidence, Fact
 from webhook.core.diagnosis.facts import (
     TERMINAL_PHASES,
     DaemonPod,
@@ -39,16 +39,20 @@ from webhook.core.diagnosis.facts import (
     scheduler_event,
 )
 from webhook.core.diagnosis.jobs import JobPods, JobRecord, Placed, job_record, rank_domain
+from webhook.core.diagnosis.queued import ADMISSION_GATE, KueueCollector, QueuedRecord
 from webhook.core.dra.model import CLAIM_KINDS, SUPPLY_KINDS
 from webhook.core.engine.policy import PolicySet
 from webhook.core.jobs.members import Identity, Member, identities, member_of
 from webhook.core.jobs.model import Reading
 from webhook.core.jobs.running import nics_of
 from webhook.core.kit.dicts import as_dict, str_map
+from webhook.core.queues.model import is_queue_object
 from webhook.core.supply.profiles import GENERIC, ClusterProfile
 from webhook.core.workloads.podrequests import pod_requests
 from webhook.core.workloads.pods import PodView
+from webhook.core.workloads.shapes import KindShape
 from webhook.errors import InventoryError
+from webhook.sources.files import queue_supply
 
 # Kinds of the DRA API: the dra-unallocatable domain reads them (webhook.core.diagnosis.dra).
 DRA_KINDS = SUPPLY_KINDS | CLAIM_KINDS
@@ -75,6 +79,7 @@ class JobRules:
     known: tuple[Identity, ...] = identities(())
     reading: Reading = distributed.Params().reading
     profile: ClusterProfile = GENERIC
+    kinds: tuple[KindShape, ...] = ()  # the WorkloadKinds: a queued job's pod sets
 
 
 def job_rules(policy_set: PolicySet | None) -> JobRules:
@@ -84,7 +89,8 @@ def job_rules(policy_set: PolicySet | None) -> JobRules:
         (p.params for p in policy_set.policies if isinstance(p.params, distributed.Params)),
         distributed.Params(),
     )
-    return JobRules(identities(policy_set.custom_kinds), params.reading, policy_set.profile)
+    kinds = policy_set.custom_kinds
+    return JobRules(identities(kinds), params.reading, policy_set.profile, kinds)
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,7 @@ class DiagnoseReport:
     errors: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     jobs: tuple[JobRecord, ...] = ()  # the jobs of the Pending ranks, by job
+    queued: tuple[QueuedRecord, ...] = ()  # the jobs Kueue holds, by Workload
 
     @property
     def stuck(self) -> int:
@@ -106,7 +113,7 @@ class DiagnoseReport:
     def exit_code(self) -> int:
         if self.errors:
             return 2
-        return 1 if self.stuck else 0
+        return 1 if self.stuck or any(q.stuck for q in self.queued) else 0
 
     def by_domain(self) -> list[tuple[Domain, list[Evidence]]]:
         """Domains with their records, most Pods first (ties in the domains' order)."""
@@ -138,7 +145,9 @@ class Diagnoser:
     _latest: str = ""  # the newest creationTimestamp read (RFC 3339 sorts as text)
     _skipped: Counter[str] = field(default_factory=Counter)
     dra: DraCollector = field(default_factory=DraCollector)
+    kueue: KueueCollector = field(default_factory=KueueCollector)
     _jobs: dict[tuple[str, ...], JobPods] = field(default_factory=dict)
+    _queue_objects: list[Mapping[str, Any]] = field(default_factory=list)
 
     def add(self, obj: Mapping[str, Any], *, location: str = "") -> None:
         kind = obj.get("kind") if isinstance(obj, Mapping) else None
@@ -150,6 +159,10 @@ class Diagnoser:
             self._event(obj)
         elif kind in DRA_KINDS:
             self.dra.add(obj)
+        elif self.kueue.add(obj):
+            pass  # a Workload
+        elif is_queue_object(obj):
+            self._queue_objects.append(obj)  # few: the queues, not the jobs
         else:
             self._skipped[str(kind)] += 1
 
@@ -211,6 +224,7 @@ class Diagnoser:
         if pod.asks_for_gpus or self.only:
             self._pending[ref] = pod
             self._seen[ref] = "Pending"
+            self.kueue.pod(ref, as_dict(obj.get("metadata")))
         if pod.asks_for_gpus and pod.access.requests:
             member = member_of(as_dict(obj.get("metadata")), pod.spec, known=self.jobs.known)
             if member is not None:
@@ -257,6 +271,8 @@ class Diagnoser:
         created = parse_time(self._latest)
         if created is not None:
             times.append(created)
+        if self.kueue.latest is not None:
+            times.append(self.kueue.latest)
         return max(times) if times else None
 
     def report(self, *, now: datetime | None) -> DiagnoseReport:
@@ -270,6 +286,7 @@ class Diagnoser:
             )
             for p in self._pending.values()
         }
+        queued = self._queued(records, notes, now)
         jobs = self._job_records(cluster, records, now)
         errors = list(self.errors)
         for ref in sorted(self.only):
@@ -289,7 +306,32 @@ class Diagnoser:
             errors=tuple(errors),
             notes=tuple(notes),
             jobs=tuple(sorted(jobs, key=lambda j: j.job)),
+            queued=tuple(queued),
         )
+
+    def _queued(
+        self, records: dict[str, Evidence], notes: list[str], now: datetime | None
+    ) -> list[QueuedRecord]:
+        """A record per GPU job Kueue holds; the records of its Pending Pods point to it."""
+        supply = queue_supply(self._queue_objects)
+        notes += [f"Kueue object not read: {why}" for why in supply.unreadable.values()]
+        found, by_pod = self.kueue.records(
+            supply=supply,
+            is_gpu=self.rules.gpus.is_gpu,
+            kinds=self.jobs.kinds,
+            now=now,
+            namespace=self.namespace,
+            only=bool(self.only),
+        )
+        if found and not supply.kueue:
+            notes.append(
+                "Workloads were read without Kueue's queue objects: their quota and who holds "
+                "it are not judged (add clusterqueues,localqueues,resourceflavors,cohorts)"
+            )
+        for ref, queued in by_pod.items():
+            if ref in records:
+                records[ref] = _held_by_kueue(records[ref], queued, self._pending[ref].gates)
+        return found
 
     def _job_records(
         self, cluster: ClusterFacts, records: dict[str, Evidence], now: datetime | None
@@ -352,6 +394,44 @@ def _in_job(record: Evidence, job: JobRecord) -> Evidence:
         also = f"gang-does-not-fit: its job {job.job} can never be placed at once (its job record)"
         return replace(record, job=job.job, also=(*record.also, also), next_action=job.next_action)
     return replace(record, job=job.job)
+
+
+def _held_by_kueue(record: Evidence, queued: QueuedRecord, gates: tuple[str, ...]) -> Evidence:
+    """A Pod of a job Kueue holds: gated (its scheduling gate stays, or its job is
+    suspended) until the Workload is admitted, whatever the nodes offer now."""
+    if queued.job == f"Pod {record.pod}":  # Kueue's Pod integration: the Pod is the job
+        held = f"Kueue holds the Pod: its Workload {queued.workload} is not admitted"
+    else:
+        job = queued.job or "job"
+        held = f"Kueue holds the Pod's {job}: its Workload {queued.workload} is not admitted"
+    held += f" ({queued.state}; the queued record says why)"
+    if ADMISSION_GATE in gates:
+        verdict = f"{held}, so Kueue's scheduling gate {ADMISSION_GATE} stays and the "
+        verdict += "scheduler does not try the Pod"
+    else:
+        verdict = f"{held}, and Kueue keeps the job suspended: its Pods do not run until then"
+    event = None
+    if record.scheduler_message is not None:
+        event = SchedulerEvent(record.scheduler_message, record.scheduler_time, 1)
+    agrees, why = agreement("gated", event)
+    kept = [f for f in record.facts if f.about == "scheduler" or f.name == "spec.schedulingGates"]
+    condition = queued.condition
+    if condition is not None:
+        value = f"{condition.status}, {condition.reason}: {condition.message}"
+        kept.insert(0, Fact(f"Workload {queued.workload}", f"condition {condition.type}", value))
+    return replace(
+        record,
+        domain="gated",
+        verdict=verdict,
+        facts=tuple(kept),
+        candidates=0,
+        candidate_nodes=(),
+        next_action=queued.next_action,
+        agreement=agrees,
+        disagreement=why,
+        job=queued.job or f"Workload {queued.workload}",
+        commands=(*record.commands[:2], *queued.commands[:2]),
+    )
 
 
 def _later(a: SchedulerEvent, b: SchedulerEvent) -> bool:

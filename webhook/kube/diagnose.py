@@ -8,7 +8,9 @@ scheduler's FailedScheduling ones are listed (`reason=FailedScheduling`): both f
 selectors are served for these types by every apiserver (pkg/registry/core/pod and
 event strategy's field sets). A cluster that does not serve resource.k8s.io/v1 (before
 Kubernetes 1.34, or with the API switched off) answers 404: a note, not an error, and
-the claims are then not evaluated.
+the claims are then not evaluated. Kueue's Workloads and queue objects
+(kueue.x-k8s.io/v1beta2, its storage version since v0.16) come last: a cluster without
+Kueue answers 404 for Workloads, one note, and the queue objects are not asked for.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from webhook.kube.client import (
     DRA_RESOURCES,
     NODES,
     PODS,
+    QUEUE_RESOURCES,
     KubeError,
     ResourceRef,
     list_objects,
@@ -34,6 +37,10 @@ _LISTS: tuple[tuple[ResourceRef, str], ...] = (
     (EVENTS, "reason=FailedScheduling"),
 )
 DRA_LISTS: tuple[ResourceRef, ...] = DRA_RESOURCES
+WORKLOADS = ResourceRef("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+# The queue objects a queued job is judged against (not ResourceQuotas: diagnose reads
+# Kueue's own account of quota).
+KUEUE_LISTS = (WORKLOADS, *(r for r in QUEUE_RESOURCES if r.group == WORKLOADS.group))
 
 
 def diagnosis_objects(
@@ -46,7 +53,7 @@ def diagnosis_objects(
     stage: Stage = no_stage,
 ) -> Iterator[Sourced]:
     """Nodes, non-terminal Pods and FailedScheduling Events of every namespace, then the
-    DRA objects; `listed(kind)` is told of each DRA kind the API served."""
+    DRA objects, then Kueue's; `listed(kind)` is told of each DRA kind the API served."""
     for resource, selector in (*_LISTS, *((r, "") for r in DRA_LISTS)):
         stage(str(resource))
         skipped = len(notes)
@@ -65,3 +72,24 @@ def diagnosis_objects(
             continue
         if resource in DRA_LISTS and len(notes) == skipped:
             listed(resource.kind)
+    yield from _kueue(client, page_size=page_size, notes=notes, stage=stage)
+
+
+def _kueue(
+    client: k8s.ApiClient, *, page_size: int, notes: list[str], stage: Stage
+) -> Iterator[Sourced]:
+    for resource in KUEUE_LISTS:
+        stage(str(resource))
+        missing: list[str] = []
+        try:
+            for obj in list_objects(
+                client, resource=resource, namespace=None, page_size=page_size, notes=missing
+            ):
+                yield Sourced(obj, "")
+        except KubeError as exc:  # RBAC without Kueue's group, say: the Pods still count
+            notes.append(f"jobs held by Kueue not diagnosed: listing {resource}: {exc}")
+            return
+        if missing and resource is WORKLOADS:
+            notes.append(f"Kueue is not installed ({resource} is not served): no job is queued")
+            return
+        notes += missing

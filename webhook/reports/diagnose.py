@@ -1,6 +1,7 @@
-"""A diagnosis for people (text: the jobs with waiting ranks, then the Pods grouped by
-domain, most Pods first), for a ticket (Markdown) and for machines (a JSON array of
-records: a `pod` record per Pending GPU Pod, then a `job` record per job)."""
+"""A diagnosis for people (text: the jobs Kueue holds, the jobs with waiting ranks, then
+the Pods grouped by domain, most Pods first), for a ticket (Markdown) and for machines (a
+JSON array of records: a `pod` record per Pending GPU Pod, a `job` record per job, then
+a `queued` record per job Kueue holds)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import orjson
 from webhook.commands.diagnose import DiagnoseReport
 from webhook.core.diagnosis.evidence import Domain, Evidence, Fact
 from webhook.core.diagnosis.jobs import JobRecord, RankRow
+from webhook.core.diagnosis.queued import Condition, QueuedRecord
 from webhook.core.kit.text import listing, plural
+from webhook.core.workloads.units import shown
 from webhook.reports.style import Style
 
 _FOLDED_NAMES = 3
@@ -73,12 +76,83 @@ def job_json(j: JobRecord) -> dict[str, Any]:
     }
 
 
+def queued_json(q: QueuedRecord) -> dict[str, Any]:
+    return {
+        "type": "queued",
+        "time": _time(q.time),
+        "workload": q.workload,
+        "job": q.job or None,
+        "namespace": q.namespace,
+        "local_queue": q.local_queue or None,
+        "cluster_queue": q.cluster_queue or None,
+        "cohort": q.cohort or None,
+        "state": q.state,
+        "condition": _condition_json(q.condition) if q.condition else None,
+        "conditions": [_condition_json(c) for c in q.conditions],
+        "requests": dict(q.requests),
+        "lacking": [
+            {
+                "pod_set": lack.pod_set,
+                "reason": lack.kind,
+                "resource": lack.resource or None,
+                "flavor": lack.flavor or None,
+                "needed": shown(lack.resource, lack.needed) if lack.needed is not None else None,
+                "kueue": lack.words,
+            }
+            for lack in q.lacking
+        ],
+        "held_by": [
+            {
+                "workload": h.workload,
+                "job": h.job or None,
+                "cluster_queue": h.cluster_queue,
+                "priority": h.priority,
+                "usage": [
+                    {"flavor": f, "resource": r, "amount": shown(r, n)}
+                    for (f, r), n in h.usage.items()
+                ],
+            }
+            for h in q.held_by
+        ],
+        "quota": [
+            {
+                "cluster_queue": u.queue,
+                "flavor": u.flavor,
+                "resource": u.resource,
+                "nominal": shown(u.resource, u.nominal),
+                "most": shown(u.resource, u.most),
+                "used": shown(u.resource, u.used),
+                "borrowed": shown(u.resource, u.borrowed),
+                "state": u.state,
+            }
+            for u in q.quota
+        ],
+        "preemption": q.preemption or None,
+        "verdict": q.verdict,
+        "next_action": q.next_action,
+        "facts": _facts_json(q.facts),
+        "pods": list(q.pods),
+        "commands": list(q.commands),
+    }
+
+
+def _condition_json(c: Condition) -> dict[str, Any]:
+    return {
+        "type": c.type,
+        "status": c.status,
+        "reason": c.reason,
+        "message": c.message,
+        "since": _time(c.since),
+    }
+
+
 def _facts_json(facts: tuple[Fact, ...]) -> list[dict[str, str]]:
     return [{"about": f.about, "name": f.name, "value": f.value} for f in facts]
 
 
 def render_json(report: DiagnoseReport) -> str:
     body = [record_json(r) for r in report.records] + [job_json(j) for j in report.jobs]
+    body += [queued_json(q) for q in report.queued]
     return orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
@@ -93,7 +167,12 @@ def headline(report: DiagnoseReport) -> str:
         f"({_count(report.pending, 'Pending Pod')} in all; {_count(report.pods, 'Pod')} and "
         f"{_count(report.nodes, 'node')} read"
     )
-    return text + (f"; as of {_time(report.time)})." if report.time else ").")
+    text += f"; as of {_time(report.time)})." if report.time else ")."
+    if report.queued:
+        never = sum(1 for q in report.queued if q.state == "never")
+        text += f" {_count(len(report.queued), 'job')} held by Kueue"
+        text += f" ({never:,} can never be admitted)." if never else "."
+    return text
 
 
 def _count(n: int, word: str) -> str:
@@ -142,6 +221,10 @@ def _scheduler(r: Evidence) -> str:
 def render_text(report: DiagnoseReport, *, colour: bool) -> str:
     style = _Style(colour)
     lines = [style.bold(headline(report)), ""]
+    if report.queued:
+        lines.append(style.bold(f"queued: {plural(len(report.queued), 'job')} held by Kueue"))
+        for q in report.queued:
+            lines += [f"  {style.bold(f'{_queued_title(q)} ({q.state})')}", *_text_queued(q), ""]
     if report.jobs:
         lines.append(style.bold(f"jobs: {plural(len(report.jobs), 'job')} with waiting ranks"))
         for job in report.jobs:
@@ -188,6 +271,39 @@ def _text_job(j: JobRecord) -> Iterator[str]:
         yield f"    {'kubectl:' if i == 0 else '':<10} {c}"
 
 
+def _queued_title(q: QueuedRecord) -> str:
+    return q.job or f"Workload {q.workload}"
+
+
+def _queue_line(q: QueuedRecord) -> str:
+    line = f"{q.workload} in LocalQueue {q.namespace}/{q.local_queue or '(none)'}"
+    if q.cluster_queue:
+        line += f" -> ClusterQueue {q.cluster_queue}"
+    return line + (f" (cohort {q.cohort})" if q.cohort else "")
+
+
+def _condition_text(c: Condition | None) -> str:
+    if c is None:
+        return "no condition yet (Kueue has not tried the Workload)"
+    when = f" since {_time(c.since)}" if c.since else ""
+    return f'{c.type}={c.status} {c.reason}{when}: "{c.message}"'
+
+
+def _text_queued(q: QueuedRecord) -> Iterator[str]:
+    yield f"    workload:  {_queue_line(q)}"
+    yield f"    kueue:     {_condition_text(q.condition)}"
+    yield f"    verdict:   {q.verdict}"
+    shown_above = f"condition {q.condition.type}" if q.condition else ""
+    facts = [f for f in q.facts if f.about != f"Workload {q.workload}" or f.name != shown_above]
+    for i, f in enumerate(facts):
+        yield f"    {'facts:' if i == 0 else '':<10} {f}"
+    if q.pods:
+        yield f"    pods:      {listing(list(q.pods), 3)}"
+    yield f"    next:      {q.next_action}"
+    for i, c in enumerate(q.commands):
+        yield f"    {'kubectl:' if i == 0 else '':<10} {c}"
+
+
 def _row(r: RankRow) -> str:
     where = f"on {r.node}" + (f" ({r.product})" if r.product else "") if r.node else "waiting"
     nics = f", {', '.join(r.nics)}" if r.nics else ""
@@ -197,8 +313,10 @@ def _row(r: RankRow) -> str:
 
 def render_markdown(report: DiagnoseReport) -> str:
     lines = ["# Pending GPU Pods", "", f"_{headline(report)}_", ""]
-    if not report.records:
+    if not report.records and not report.queued:
         lines += ["Nothing to diagnose: no Pending Pod asks for GPUs.", ""]
+    for q in report.queued:
+        lines += _md_queued(q)
     for job in report.jobs:
         lines += _md_job(job)
     for domain, records in report.by_domain():
@@ -243,6 +361,23 @@ def _md_job(j: JobRecord) -> list[str]:
         lines += ["- **Facts:**", *[f"  - {_md(str(f))}" for f in j.facts]]
     if j.commands:
         lines += ["- **Commands:**", *[f"  - `{c}`" for c in j.commands]]
+    return [*lines, ""]
+
+
+def _md_queued(q: QueuedRecord) -> list[str]:
+    lines = [f"## Held by Kueue: {_md(_queued_title(q))} (`{q.state}`)", ""]
+    lines += [
+        f"- **Workload:** {_md(_queue_line(q))}",
+        f"- **Kueue:** {_md(_condition_text(q.condition))}",
+        f"- **Verdict:** {_md(q.verdict)}",
+        f"- **Next action:** {_md(q.next_action)}",
+    ]
+    if q.pods:
+        lines.append(f"- **Pods:** {_md(listing(list(q.pods), 8))}")
+    if q.facts:
+        lines += ["- **Facts:**", *[f"  - {_md(str(f))}" for f in q.facts]]
+    if q.commands:
+        lines += ["- **Commands:**", *[f"  - `{c}`" for c in q.commands]]
     return [*lines, ""]
 
 
